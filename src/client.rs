@@ -1,0 +1,226 @@
+//! The client: connections, the client id, subscriptions and the watchdog.
+
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::error::{LockError, Result};
+use crate::holds::Holds;
+use crate::lock::Lock;
+use crate::pubsub::PubSub;
+use crate::raw::Reentrant;
+use crate::watchdog;
+
+/// A connection to one Redis deployment, and the factory of its locks.
+///
+/// A `Client` is cheap to clone (it is an `Arc`); clones share the connection, the client id,
+/// the subscriber connection and the watchdog. Create one per process and keep it.
+///
+/// # Behavior
+///
+/// * **Identity.** Each client has a random UUID, the `<uuid>` of every hash field it writes, as
+///   each Java `RedissonClient` does. Two clients in one process are two different owners.
+/// * **Connections.** One multiplexed command connection (reconnected automatically by redis-rs'
+///   `ConnectionManager`) and, once the first waiter parks, one subscriber connection shared by
+///   every unlock channel.
+/// * **Disconnect.** A command in flight fails with a connection error. Acquire scripts are never
+///   retried blindly: an acquire whose outcome is unknown is trimmed back before the next
+///   operation on that lock. Unlocks are retried with one request id, so the unlock latch makes
+///   the retry idempotent. The subscriber reconnects on its own, resubscribes and wakes every
+///   waiter.
+/// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
+/// * **Lost lease.** The watchdog reports holds it finds gone to their guards
+///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
+/// * **Dropping the client** stops the watchdog and the subscriber; locks still held then expire
+///   after their lease.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let lock = client.get_lock("orders:42");
+/// let guard = lock.lock().await?;
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) id: Arc<str>,
+    pub(crate) config: Config,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) pubsub: PubSub,
+    pub(crate) holds: Holds,
+    pub(crate) watchdog_wake: Arc<Notify>,
+    watchdog: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("url", &redact(self.inner.config.url()))
+            .finish_non_exhaustive()
+    }
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+impl Client {
+    /// Connects to `url` with the default [`Config`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connection.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Redis`] when the URL is invalid or the server cannot be reached within the
+    /// connection timeout.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::with_config(Config::new(url)).await
+    }
+
+    /// Connects with an explicit [`Config`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future drops the half-made connection.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a bad setting (e.g. a zero timeout),
+    /// [`LockError::Redis`] when the URL is invalid or the server cannot be reached.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// use redisson_lock::{Client, Config};
+    /// let config = Config::new("redis://127.0.0.1/").with_watchdog_timeout(Duration::from_secs(10));
+    /// let client = Client::with_config(config).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn with_config(config: Config) -> Result<Client> {
+        config.validate()?;
+        let redis_client = redis::Client::open(config.url())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(config.response_timeout()))
+            .set_connection_timeout(Some(config.connection_timeout()))
+            .set_number_of_retries(config.retry_attempts() as usize)
+            .set_min_delay(config.retry_delay())
+            .set_max_delay(crate::config::MAX_RETRY_DELAY);
+        // The first connection fails fast: no retries, one connection timeout at most.
+        let first = tokio::time::timeout(
+            config.connection_timeout(),
+            redis_client.get_multiplexed_async_connection(),
+        )
+        .await
+        .map_err(|_| LockError::Timeout {
+            what: "connecting to Redis",
+            waited: config.connection_timeout(),
+        })??;
+        drop(first);
+        let conn = ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
+        let pubsub = PubSub::start(redis_client, &config);
+        let wake = Arc::new(Notify::new());
+        let inner = Arc::new_cyclic(|weak| ClientInner {
+            id: uuid::Uuid::new_v4().to_string().into(),
+            conn,
+            pubsub,
+            holds: Holds::default(),
+            watchdog_wake: wake.clone(),
+            watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
+            config,
+        });
+        Ok(Client { inner })
+    }
+
+    /// The reentrant lock called `name` (Redisson's `getLock`).
+    ///
+    /// This only builds a handle; nothing is sent until you lock. Handles are cheap and may be
+    /// created per use.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let lock = client.get_lock("{user1}:lock");
+    /// assert_eq!(lock.name(), "{user1}:lock");
+    /// # Ok(()) }
+    /// ```
+    pub fn get_lock(&self, name: impl Into<String>) -> Lock<Reentrant> {
+        Lock::new(self.clone(), name.into(), Reentrant)
+    }
+
+    /// This client's id: the `<uuid>` in every hash field it writes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// A clone of the command connection, for your own commands next to the locks.
+    pub fn connection(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    /// Diagnostics: what this client currently tracks.
+    pub fn stats(&self) -> ClientStats {
+        ClientStats {
+            tracked_holds: self.inner.holds.len(),
+            watched_holds: self.inner.holds.watched().len(),
+            subscribed_channels: self.inner.pubsub.live_channels(),
+            subscriber_connections: *self.inner.pubsub.connections().borrow(),
+        }
+    }
+
+    /// Runs one watchdog renewal pass now instead of waiting for the next tick.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a renewal that was sent still extends the lease; nothing else changes.
+    ///
+    /// # Errors
+    ///
+    /// Never fails: renewal errors are logged and lost holds are reported to their guards.
+    pub async fn renew_now(&self) {
+        watchdog::renew_all(&self.inner).await;
+    }
+}
+
+/// A snapshot of a client's internal bookkeeping, from [`Client::stats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// (lock, owner) pairs with holds or in-flight operations.
+    pub tracked_holds: usize,
+    /// Holds the watchdog renews.
+    pub watched_holds: usize,
+    /// Unlock channels with local waiters.
+    pub subscribed_channels: usize,
+    /// Subscriber connections opened so far (grows by one per reconnect).
+    pub subscriber_connections: u64,
+}

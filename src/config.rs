@@ -1,0 +1,178 @@
+//! Client configuration: a builder with named, documented defaults.
+
+use std::time::Duration;
+
+use crate::error::{LockError, Result};
+
+/// Lease of a lock taken without an explicit lease, renewed every third of it (Redisson's
+/// `lockWatchdogTimeout`). Use the same value as your Java fleet.
+pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one command may wait for its reply (Redisson's `timeout`). redis-rs defaults to
+/// 500 ms, which turns a busy server into spurious failures; Redisson uses 3 s.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long opening a connection may take before the attempt fails.
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long subscribing to an unlock channel may take (Redisson's `subscriptionTimeout`).
+pub const DEFAULT_SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(7500);
+/// How many times an idempotent command (unlock, renew) is tried, and how many consecutive
+/// connection failures a waiting `lock()` rides out (Redisson's `retryAttempts`).
+pub const DEFAULT_RETRY_ATTEMPTS: u32 = 4;
+/// First delay between tries; it doubles up to [`MAX_RETRY_DELAY`].
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// Upper bound of the delay between tries.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
+
+/// Configuration of a [`Client`](crate::Client).
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::Config;
+///
+/// let config = Config::new("redis://127.0.0.1:6379/")
+///     .with_watchdog_timeout(Duration::from_secs(10))
+///     .with_response_timeout(Duration::from_secs(1));
+/// assert_eq!(config.watchdog_timeout(), Duration::from_secs(10));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    url: String,
+    watchdog_timeout: Duration,
+    response_timeout: Duration,
+    connection_timeout: Duration,
+    subscription_timeout: Duration,
+    retry_attempts: u32,
+    retry_delay: Duration,
+}
+
+impl Config {
+    /// A configuration for the server at `url` (`redis://[user:password@]host:port[/db]`), with
+    /// every other setting at its `DEFAULT_*` value.
+    pub fn new(url: impl Into<String>) -> Self {
+        Config {
+            url: url.into(),
+            watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            subscription_timeout: DEFAULT_SUBSCRIPTION_TIMEOUT,
+            retry_attempts: DEFAULT_RETRY_ATTEMPTS,
+            retry_delay: DEFAULT_RETRY_DELAY,
+        }
+    }
+
+    /// The lease of watchdog-mode locks; they are renewed every third of it.
+    pub fn with_watchdog_timeout(mut self, lease: Duration) -> Self {
+        self.watchdog_timeout = lease;
+        self
+    }
+
+    /// Reply timeout of each command.
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Timeout of each connection attempt.
+    pub fn with_connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// Bound on subscribing to an unlock channel.
+    pub fn with_subscription_timeout(mut self, timeout: Duration) -> Self {
+        self.subscription_timeout = timeout;
+        self
+    }
+
+    /// Tries of idempotent commands, and connection failures a waiter rides out (at least 1).
+    pub fn with_retry_attempts(mut self, attempts: u32) -> Self {
+        self.retry_attempts = attempts;
+        self
+    }
+
+    /// First delay between tries (doubles up to [`MAX_RETRY_DELAY`]).
+    pub fn with_retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// The server URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+    /// See [`Config::with_watchdog_timeout`].
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.watchdog_timeout
+    }
+    /// See [`Config::with_response_timeout`].
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+    /// See [`Config::with_connection_timeout`].
+    pub fn connection_timeout(&self) -> Duration {
+        self.connection_timeout
+    }
+    /// See [`Config::with_subscription_timeout`].
+    pub fn subscription_timeout(&self) -> Duration {
+        self.subscription_timeout
+    }
+    /// See [`Config::with_retry_attempts`].
+    pub fn retry_attempts(&self) -> u32 {
+        self.retry_attempts
+    }
+    /// See [`Config::with_retry_delay`].
+    pub fn retry_delay(&self) -> Duration {
+        self.retry_delay
+    }
+    /// Delay before try number `attempt` (0-based): `retry_delay * 2^attempt`, capped.
+    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX);
+        self.retry_delay.saturating_mul(factor).min(MAX_RETRY_DELAY)
+    }
+
+    /// TTL of unlock latch keys: long enough to outlive every retry of one unlock (Redisson:
+    /// `(timeout + retry delay) * retryAttempts`).
+    pub(crate) fn latch_ttl(&self) -> Duration {
+        (self.response_timeout + MAX_RETRY_DELAY).saturating_mul(self.retry_attempts.max(1))
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.watchdog_timeout < Duration::from_millis(3) {
+            return Err(LockError::InvalidArgument(
+                "watchdog timeout must be at least 3 ms (it is renewed every third of it)",
+            ));
+        }
+        if self.response_timeout.is_zero() {
+            return Err(LockError::InvalidArgument(
+                "response timeout must be non-zero",
+            ));
+        }
+        if self.connection_timeout.is_zero() {
+            return Err(LockError::InvalidArgument(
+                "connection timeout must be non-zero",
+            ));
+        }
+        if self.subscription_timeout.is_zero() {
+            return Err(LockError::InvalidArgument(
+                "subscription timeout must be non-zero",
+            ));
+        }
+        if self.retry_attempts == 0 {
+            return Err(LockError::InvalidArgument(
+                "retry attempts must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Milliseconds of a duration as Redis expects them, rounded up so a sub-millisecond lease is
+/// never sent as `0`.
+pub(crate) fn millis(d: Duration) -> u64 {
+    let ms = d.as_millis();
+    let ms = if Duration::from_millis(ms as u64) < d {
+        ms + 1
+    } else {
+        ms
+    };
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}

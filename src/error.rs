@@ -1,0 +1,123 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+/// Everything that can go wrong with a lock.
+///
+/// Match on the variant, or use the `is_*` predicates, which keep working as variants are added.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The caller does not hold the lock it tried to release (Java's
+    /// `IllegalMonitorStateException: attempt to unlock lock, not locked by current thread`).
+    #[error("attempt to unlock lock `{name}`, not held by owner `{field}`")]
+    NotOwner {
+        /// The lock name.
+        name: String,
+        /// The hash field (`<client uuid>:<owner id>`) that was checked.
+        field: String,
+    },
+    /// A hold this guard had is gone: its lease expired, the key was deleted or force-unlocked,
+    /// or the server lost it (restart without persistence, failover).
+    #[error("the lease on lock `{name}` was lost before it was released")]
+    LeaseLost {
+        /// The lock name.
+        name: String,
+    },
+    /// An operation did not finish within its time budget.
+    #[error("{what} did not complete within {waited:?}")]
+    Timeout {
+        /// What timed out (e.g. "subscribing to the unlock channel").
+        what: &'static str,
+        /// How long was waited.
+        waited: Duration,
+    },
+    /// An argument was rejected before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+    /// The key exists but is not a lock (it holds another Redis type).
+    #[error("key `{key}` holds a value that is not a lock (WRONGTYPE)")]
+    WrongType {
+        /// The offending key.
+        key: String,
+    },
+    /// Redis answered something our scripts never return.
+    #[error("unexpected reply from Redis for `{key}`: {reply}")]
+    UnexpectedReply {
+        /// The lock key involved.
+        key: String,
+        /// A debug rendering of the reply.
+        reply: String,
+    },
+    /// A connection, protocol or server error from Redis.
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+}
+
+impl LockError {
+    /// `true` for [`LockError::Timeout`] and for Redis response or connection timeouts.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            LockError::Timeout { .. } => true,
+            LockError::Redis(e) => e.is_timeout(),
+            _ => false,
+        }
+    }
+
+    /// `true` for [`LockError::NotOwner`].
+    pub fn is_not_owner(&self) -> bool {
+        matches!(self, LockError::NotOwner { .. })
+    }
+
+    /// `true` for [`LockError::LeaseLost`].
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, LockError::LeaseLost { .. })
+    }
+
+    /// `true` for [`LockError::WrongType`].
+    pub fn is_wrong_type(&self) -> bool {
+        matches!(self, LockError::WrongType { .. })
+    }
+
+    /// `true` for [`LockError::InvalidArgument`].
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, LockError::InvalidArgument(_))
+    }
+
+    /// `true` when the server could not be reached or the connection broke: trying again later
+    /// may succeed.
+    pub fn is_connection_error(&self) -> bool {
+        match self {
+            LockError::Redis(e) => is_connection_error(e),
+            LockError::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// A Redis error whose outcome is unknown or whose connection is broken: the command may or may
+/// not have run.
+pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}
+
+/// Map a script error on `key` to our variants (WRONGTYPE becomes [`LockError::WrongType`]).
+pub(crate) fn from_script(key: &str, e: redis::RedisError) -> LockError {
+    let wrong_type = e.code() == Some("WRONGTYPE")
+        || e.detail().is_some_and(|d| d.contains("WRONGTYPE"))
+        || e.to_string().contains("WRONGTYPE");
+    if wrong_type {
+        LockError::WrongType {
+            key: key.to_owned(),
+        }
+    } else {
+        LockError::Redis(e)
+    }
+}
+
+/// Shorthand used throughout the crate.
+pub type Result<T, E = LockError> = std::result::Result<T, E>;

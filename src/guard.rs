@@ -1,0 +1,195 @@
+//! The owned lock guard.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{LockError, Result};
+use crate::holds::Slot;
+use crate::lock::Lock;
+use crate::owner::LockOwner;
+use crate::raw::{LockKind, Release};
+
+/// One hold of a lock, released by [`LockGuard::unlock`].
+///
+/// The guard is owned (`'static`, `Send`): move it into another task and unlock it there; it
+/// remembers its owner, so the release is right from any task.
+///
+/// Release explicitly with `guard.unlock().await`, which reports what happened. Dropping a
+/// guard still releases the hold, in a background task on the current tokio runtime (Drop never
+/// blocks); with no runtime the hold expires with its lease.
+///
+/// # Lost holds
+///
+/// A hold can be lost while you work: its fixed lease ran out, the watchdog found the key gone
+/// (deleted, force-unlocked, server restarted empty) or could not reach the server for a whole
+/// lease. [`is_lost`](LockGuard::is_lost) tells you, and [`lost`](LockGuard::lost) resolves
+/// when it happens, so you can stop work that is no longer protected:
+///
+/// ```no_run
+/// # async fn work() {}
+/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// let guard = lock.lock().await?;
+/// tokio::select! {
+///     _ = work() => guard.unlock().await?,
+///     _ = guard.lost() => eprintln!("lock lost; work abandoned"),
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// A lock is a lease: a process paused past it (GC, SIGSTOP, swap) can still act after another
+/// holder took over. Protect the resource itself with a fencing token when that matters.
+#[must_use = "if unused the lock is immediately released"]
+#[clippy::has_significant_drop]
+pub struct LockGuard<K: LockKind> {
+    lock: Lock<K>,
+    slot: Arc<Slot>,
+    epoch: u64,
+    /// The fixed lease and its deadline (from when the acquire was sent); `None`: watchdog.
+    lease: Option<(Duration, Instant)>,
+    armed: bool,
+}
+
+impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("lock", &self.lock.name())
+            .field("owner", &self.lock.owner())
+            .field("lease", &self.lease.map(|l| l.0))
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl<K: LockKind> LockGuard<K> {
+    pub(crate) fn new(
+        lock: Lock<K>,
+        slot: Arc<Slot>,
+        epoch: u64,
+        lease: Option<(Duration, Instant)>,
+    ) -> Self {
+        LockGuard {
+            lock,
+            slot,
+            epoch,
+            lease,
+            armed: true,
+        }
+    }
+
+    /// The lock this guard holds (bound to the guard's owner).
+    pub fn lock(&self) -> &Lock<K> {
+        &self.lock
+    }
+
+    /// The owner this hold belongs to.
+    pub fn owner(&self) -> LockOwner {
+        self.lock.owner()
+    }
+
+    /// The fixed lease, or `None` when the watchdog renews this hold.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease.map(|l| l.0)
+    }
+
+    /// Whether this hold is known to be gone (see [Lost holds](LockGuard#lost-holds)).
+    ///
+    /// `false` is a belief, not a promise: Redis may have lost the hold a moment ago.
+    pub fn is_lost(&self) -> bool {
+        self.slot.epoch() != self.epoch || self.lease.is_some_and(|(_, d)| Instant::now() >= d)
+    }
+
+    /// Resolves when this hold is known to be lost; pending forever while it is held.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    pub async fn lost(&self) {
+        let mut epochs = self.slot.epochs();
+        let ended = epochs.wait_for(|e| *e != self.epoch);
+        match self.lease {
+            Some((_, deadline)) => {
+                let _ = tokio::time::timeout_at(deadline.into(), ended).await;
+            }
+            None => {
+                if ended.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+
+    /// Releases this hold and reports how it went.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a release that may have been sent is completed in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] when the hold was already gone (its lease expired or the key was
+    /// deleted): whatever you did under it may have overlapped another holder. Connection errors
+    /// after `retry_attempts` tries; the release is then completed in the background and its
+    /// lease bounds it meanwhile.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(mut self) -> Result<()> {
+        self.armed = false;
+        let r = self.release().await;
+        match r? {
+            Release::NotHeld => Err(LockError::LeaseLost {
+                name: self.lock.name().to_owned(),
+            }),
+            Release::Released | Release::StillHeld => Ok(()),
+        }
+    }
+
+    /// Keeps the hold but gives up the guard, for Redisson-style code that releases with
+    /// [`Lock::unlock`] by the same owner. A watchdog hold keeps being renewed until then.
+    pub fn detach(mut self) {
+        self.armed = false;
+    }
+
+    async fn release(&self) -> Result<Release> {
+        let fixed = self.lease.map(|l| l.0);
+        self.lock
+            .release(&self.slot, Some(self.epoch), fixed.is_none(), fixed)
+            .await
+    }
+}
+
+impl<K: LockKind> Drop for LockGuard<K> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.armed = false;
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    let guard = LockGuard {
+                        lock: self.lock.clone(),
+                        slot: self.slot.clone(),
+                        epoch: self.epoch,
+                        lease: self.lease,
+                        armed: false,
+                    };
+                    rt.spawn(async move {
+                        if let Err(e) = guard.release().await {
+                            tracing::warn!(lock = %guard.lock.name(), error = %e, "release of a dropped guard failed");
+                        }
+                    });
+                }
+                Err(_) => tracing::warn!(
+                    lock = %self.lock.name(),
+                    "lock guard dropped outside a tokio runtime: the hold expires with its lease"
+                ),
+            }
+        } else {
+            self.lock.client().inner.holds.release_slot(&self.slot);
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Redisson's naming rules for the keys and channels that sit beside a lock.
+//!
+//! Related names must land in the lock's cluster slot, so Redisson wraps the lock name in a hash
+//! tag unless the name already contains `{` anywhere (it does not check for a matching `}`).
+//! We reproduce `RedissonObject.prefixName`/`suffixName` exactly.
+
+/// Channel prefix of every Redisson lock (`LockPubSub`).
+pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
+/// Prefix of the unlock latch keys that make unlock retries idempotent (Redisson 3.24+).
+pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
+
+/// `prefix:{name}`, or `prefix:name` when `name` already contains `{`.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `{name}:suffix`, or `name:suffix` when `name` already contains `{`.
+#[allow(dead_code)] // used by the read-write lock's timeout keys
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The unlock channel of a lock: `redisson_lock__channel:{name}`.
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefix_name(LOCK_CHANNEL_PREFIX, name)
+}
+
+/// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request id>`.
+pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
+    let mut s = prefix_name(UNLOCK_LATCH_PREFIX, name);
+    s.push(':');
+    s.push_str(request_id);
+    s
+}
+
+/// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
+/// `ServiceManager.generateId`).
+pub(crate) fn request_id() -> String {
+    use std::fmt::Write;
+    let bytes: [u8; 16] = rand::random();
+    let mut s = String::with_capacity(32);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_and_suffix_follow_redisson() {
+        assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
+        assert_eq!(
+            lock_channel("{user1}:lock"),
+            "redisson_lock__channel:{user1}:lock"
+        );
+        // Redisson only tests for `{`, not for a matching `}`.
+        assert_eq!(lock_channel("a{b"), "redisson_lock__channel:a{b");
+        assert_eq!(suffix_name("n", "timeout"), "{n}:timeout");
+        assert_eq!(suffix_name("{n}x", "timeout"), "{n}x:timeout");
+        assert_eq!(unlock_latch("n", "ab"), "redisson_unlock_latch:{n}:ab");
+    }
+
+    #[test]
+    fn request_ids_are_32_hex() {
+        let a = request_id();
+        let b = request_id();
+        assert_eq!(a.len(), 32);
+        assert!(a
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_ne!(a, b);
+    }
+}

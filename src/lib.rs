@@ -1,0 +1,34 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![deny(missing_docs, missing_debug_implementations)]
+#![cfg_attr(not(test), forbid(clippy::panic))]
+#![warn(rust_2018_idioms)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+mod holds;
+mod keys;
+mod lock;
+mod owner;
+mod pubsub;
+mod raw;
+mod scripts;
+mod watchdog;
+
+pub use client::{Client, ClientStats};
+pub use config::{
+    Config, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_DELAY, DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
+};
+pub use error::{LockError, Result};
+pub use guard::LockGuard;
+pub use lock::{Lock, LockTtl};
+pub use owner::LockOwner;
+pub use raw::{LockKind, Reentrant};
+
+/// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
+pub type RLock = Lock<Reentrant>;
+/// A guard of an [`RLock`].
+pub type RLockGuard = LockGuard<Reentrant>;

@@ -1,0 +1,896 @@
+//! The one lock algorithm: owners, waiting on pub/sub, leases, the watchdog, cancellation.
+//! Lock kinds ([`LockKind`]) only supply scripts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{AsyncCommands, Value};
+
+use crate::client::Client;
+use crate::config::millis;
+use crate::error::{from_script, is_connection_error, LockError, Result};
+use crate::guard::LockGuard;
+use crate::holds::{Gate, Slot};
+use crate::keys;
+use crate::owner::LockOwner;
+use crate::raw::{Acquire, LockKind, Names, Release};
+use crate::scripts;
+
+/// The publish command of standalone deployments (Redisson uses `SPUBLISH` only on a cluster).
+const PUBLISH: &str = "PUBLISH";
+
+/// A distributed lock of kind `K`; [`RLock`](crate::RLock) is `Lock<Reentrant>`.
+///
+/// A `Lock` is a cheap handle (an `Arc`): clone it, share it, or create a new one per use with
+/// [`Client::get_lock`]. State lives in Redis and in the client, never in the handle.
+///
+/// # Owners and reentrancy
+///
+/// Operations act for the [`LockOwner::current`] owner (the current tokio task) unless the
+/// handle was bound to an explicit owner with [`Lock::with_owner`]. The same owner locking
+/// again re-enters: the hold count goes up and every hold must be released.
+///
+/// # Redisson compatibility
+///
+/// Wire-compatible with Java `RLock` on the same name: they exclude each other, wake each
+/// other's waiters, and renew leases the same way. See [`Reentrant`](crate::Reentrant) for the
+/// keys and channels touched.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// use std::time::Duration;
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let lock = client.get_lock("inventory");
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2)).await? {
+///     // ... critical section, renewed by the watchdog ...
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Lock<K: LockKind> {
+    shared: Arc<Shared<K>>,
+    owner: Option<LockOwner>,
+}
+
+struct Shared<K> {
+    client: Client,
+    name: String,
+    channel: String,
+    kind: K,
+}
+
+impl<K: LockKind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            shared: self.shared.clone(),
+            owner: self.owner,
+        }
+    }
+}
+
+impl<K: LockKind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.shared.name)
+            .field("kind", &self.shared.kind)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// Remaining time to live of a lock key, from [`Lock::remain_time_to_live`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockTtl {
+    /// The lock is not held (Redis `PTTL` -2).
+    NotLocked,
+    /// The lock is held with no expiry (`PTTL` -1; only a foreign client does that).
+    NoExpiry,
+    /// The lock expires in this much time unless renewed.
+    Expires(Duration),
+}
+
+enum Attempt<K: LockKind> {
+    Taken(LockGuard<K>),
+    Held { ttl_ms: i64 },
+}
+
+/// Marks a hold count uncertain if the script in flight never reports back (the future is
+/// dropped, or the connection fails): the slot becomes dirty with the count the client should
+/// hold, and a background task trims Redis back to it.
+struct InFlight<'g, K: LockKind> {
+    gate: &'g mut Gate,
+    lock: &'g Lock<K>,
+    slot: &'g Arc<Slot>,
+    lease_ms: u64,
+    /// Count and watchdog holds to record if the outcome stays unknown.
+    fallback: Option<(u32, u32)>,
+}
+
+impl<K: LockKind> InFlight<'_, K> {
+    fn settled(mut self) {
+        self.fallback = None;
+    }
+}
+
+impl<K: LockKind> Drop for InFlight<'_, K> {
+    fn drop(&mut self) {
+        if let Some((count, watchdog_holds)) = self.fallback.take() {
+            self.gate.count = count;
+            self.gate.watchdog_holds = watchdog_holds;
+            self.gate.dirty = true;
+            self.slot.set_watchdog(self.gate);
+            self.lock.spawn_settle(self.slot.clone(), self.lease_ms);
+        }
+    }
+}
+
+impl<K: LockKind> Lock<K> {
+    pub(crate) fn new(client: Client, name: String, kind: K) -> Self {
+        let channel = keys::lock_channel(&name);
+        Lock {
+            shared: Arc::new(Shared {
+                client,
+                name,
+                channel,
+                kind,
+            }),
+            owner: None,
+        }
+    }
+
+    /// The lock name (its Redis key).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The client this lock belongs to.
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// A handle on the same lock that acts for `owner` instead of the current task, so that
+    /// several tasks can share one hold (Redisson's `*Async(..., threadId)` overloads).
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockOwner;
+    /// let lock = client.get_lock("jobs").with_owner(LockOwner::new(7));
+    /// let guard = lock.lock().await?;
+    /// let lock2 = lock.clone();
+    /// // Another task re-enters the same hold.
+    /// tokio::spawn(async move { lock2.lock().await?.unlock().await }).await.ok();
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(&self, owner: LockOwner) -> Self {
+        Lock {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The owner operations on this handle act for: the bound owner, else the current task.
+    pub fn owner(&self) -> LockOwner {
+        self.owner.unwrap_or_else(LockOwner::current)
+    }
+
+    /// Locks, waiting as long as it takes; the lease is renewed by the watchdog until the guard
+    /// is released (Redisson's `lock()`).
+    ///
+    /// Waiters sleep on the lock's unlock channel and are woken by the release message, or when
+    /// the holder's lease runs out (expiry publishes nothing, so each wait is bounded by the
+    /// holder's TTL).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point leaves no hold and no renewal behind. A
+    /// hold that may have been taken is trimmed back in the background, keyed to this owner's
+    /// known hold count, so a cancelled re-entry never removes an earlier hold.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock, [`LockError::InvalidArgument`] for an
+    /// empty name, [`LockError::Timeout`] if subscribing to the unlock channel takes longer than
+    /// the subscription timeout, and connection errors (after riding out
+    /// `retry_attempts` consecutive failures while waiting).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<LockGuard<K>> {
+        self.acquire(None, None).await?.ok_or(LockError::Timeout {
+            what: "lock",
+            waited: Duration::MAX,
+        })
+    }
+
+    /// Locks with a fixed lease: the lock expires `lease` after it was taken unless released
+    /// first; no watchdog (Redisson's `lock(leaseTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`], and [`LockError::InvalidArgument`] for a zero lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock.lock_with_lease(Duration::from_secs(5)).await?;
+    /// assert!(!guard.is_lost());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
+        check_lease(lease)?;
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or(LockError::Timeout {
+                what: "lock",
+                waited: Duration::MAX,
+            })
+    }
+
+    /// Takes the lock if it is free (or already ours) right now, without waiting; watchdog
+    /// lease. `Ok(None)` means another owner holds it (Redisson's `tryLock()`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// match lock.try_lock().await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(Duration::ZERO), None).await
+    }
+
+    /// Waits at most `wait` for the lock; watchdog lease. `Ok(None)` when the wait ran out
+    /// (Redisson's `tryLock(waitTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`]; running out of `wait` is `Ok(None)`, not an error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(wait), None).await
+    }
+
+    /// Waits at most `wait` for the lock, then holds it with a fixed `lease`
+    /// (Redisson's `tryLock(waitTime, leaseTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_lock_for`], and [`LockError::InvalidArgument`] for a zero lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock.try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10)).await?;
+    /// if let Some(guard) = guard {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard<K>>> {
+        check_lease(lease)?;
+        self.acquire(Some(wait), Some(lease)).await
+    }
+
+    /// Releases one hold of the current owner, Redisson style (`unlock()`), for code that keeps
+    /// holds without guards ([`LockGuard::detach`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a release that may have been sent is completed in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotOwner`] when the owner holds nothing (nothing is changed), and connection
+    /// errors after `retry_attempts` tries (the release is then completed in the background).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// lock.lock().await?.detach();
+    /// lock.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(&self) -> Result<()> {
+        self.check_name()?;
+        let owner = self.owner();
+        let slot = self.slot(owner);
+        let r = self.release(&slot, None, false, None).await;
+        self.client().inner.holds.release_slot(&slot);
+        match r? {
+            Release::NotHeld => Err(LockError::NotOwner {
+                name: self.name().to_owned(),
+                field: self.field(owner),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes a waiter (Redisson's `forceUnlock`).
+    /// Returns whether there was a lock to delete.
+    ///
+    /// Guards of the deleted holds in this client are told they are lost at their next renewal
+    /// or release.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the delete either ran or did not.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] when the key exists but is not a lock (it is left alone), and
+    /// connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let deleted = lock.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let reply: i64 = scripts::force_unlock(self.name(), &self.shared.channel, PUBLISH)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        if reply == 1 {
+            self.client().inner.pubsub.wake_one(&self.shared.channel);
+        }
+        Ok(reply == 1)
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let busy = lock.is_locked().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        Ok(conn.exists(self.name()).await?)
+    }
+
+    /// Whether the current owner holds the lock (Redisson's `isHeldByCurrentThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` (of this client) holds the lock (Redisson's `isHeldByThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockOwner;
+    /// let held = lock.is_held_by(LockOwner::new(7)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        conn.hexists(self.name(), self.field(owner))
+            .await
+            .map_err(|e| from_script(self.name(), e))
+    }
+
+    /// How many times the current owner holds the lock; 0 when it does not (Redisson's
+    /// `getHoldCount`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let count: Option<u32> = conn
+            .hget(self.name(), self.field(self.owner()))
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// Time left before the lock expires (Redisson's `remainTimeToLive`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockTtl;
+    /// if let LockTtl::Expires(left) = lock.remain_time_to_live().await? {
+    ///     println!("free in at most {left:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let ttl: i64 = conn.pttl(self.name()).await?;
+        Ok(match ttl {
+            -2 => LockTtl::NotLocked,
+            t if t < 0 => LockTtl::NoExpiry,
+            t => LockTtl::Expires(Duration::from_millis(t as u64)),
+        })
+    }
+
+    // === the algorithm ===
+
+    fn field(&self, owner: LockOwner) -> String {
+        owner.field(&self.client().inner.id)
+    }
+
+    fn slot(&self, owner: LockOwner) -> Arc<Slot> {
+        self.client()
+            .inner
+            .holds
+            .slot(self.name(), &self.field(owner))
+    }
+
+    fn names(&self) -> Names<'_> {
+        Names {
+            key: &self.shared.name,
+            channel: &self.shared.channel,
+        }
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.shared.name.is_empty() {
+            Err(LockError::InvalidArgument("lock name must not be empty"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `wait`: `None` waits forever, `Some(ZERO)` tries once. `lease`: `None` = watchdog.
+    async fn acquire(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard<K>>> {
+        self.check_name()?;
+        let start = Instant::now();
+        let deadline = wait.map(|w| start + w);
+        let owner = self.owner();
+        let slot = self.slot(owner);
+        let r = self.acquire_slot(owner, &slot, deadline, lease).await;
+        if !matches!(r, Ok(Some(_))) {
+            self.client().inner.holds.release_slot(&slot);
+        }
+        r
+    }
+
+    async fn acquire_slot(
+        &self,
+        owner: LockOwner,
+        slot: &Arc<Slot>,
+        deadline: Option<Instant>,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard<K>>> {
+        // Fast path: one script, no subscription.
+        let ttl_ms = match self.attempt(owner, slot, lease).await? {
+            Attempt::Taken(guard) => return Ok(Some(guard)),
+            Attempt::Held { ttl_ms } => ttl_ms,
+        };
+        let Some(mut left) = remaining(deadline) else {
+            return Ok(None);
+        };
+        let inner = &self.client().inner;
+        let sub_timeout = inner.config.subscription_timeout().min(left);
+        let channel = match inner
+            .pubsub
+            .subscribe(&self.shared.channel, sub_timeout)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut failures = 0u32;
+        let mut last_ttl = ttl_ms;
+        loop {
+            // Register for wake-ups *before* trying, so a release in between is not missed.
+            let notified = channel.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pause = match self.attempt(owner, slot, lease).await {
+                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Held { ttl_ms }) => {
+                    failures = 0;
+                    last_ttl = ttl_ms;
+                    // A negative TTL (no expiry) waits for a message only.
+                    (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64))
+                }
+                Err(e)
+                    if e.is_connection_error() && failures + 1 < inner.config.retry_attempts() =>
+                {
+                    tracing::debug!(lock = %self.name(), error = %e, "acquire failed; retrying");
+                    failures += 1;
+                    Some(inner.config.backoff(failures - 1))
+                }
+                Err(e) => return Err(e),
+            };
+            left = match remaining(deadline) {
+                Some(l) => l,
+                None => return Ok(None),
+            };
+            let pause = match (pause, deadline) {
+                (Some(p), Some(_)) => Some(p.min(left)),
+                (Some(p), None) => Some(p),
+                (None, Some(_)) => Some(left),
+                (None, None) => None,
+            };
+            match pause {
+                Some(p) => {
+                    let _ = tokio::time::timeout(p, notified).await;
+                }
+                None => notified.await,
+            }
+            tracing::trace!(lock = %self.name(), last_ttl, "waiter woke");
+        }
+    }
+
+    /// One acquire script, under the owner's gate.
+    async fn attempt(
+        &self,
+        owner: LockOwner,
+        slot: &Arc<Slot>,
+        lease: Option<Duration>,
+    ) -> Result<Attempt<K>> {
+        let inner = &self.client().inner;
+        let lease_ms = millis(lease.unwrap_or(inner.config.watchdog_timeout()));
+        let mut gate = slot.gate().await;
+        self.settle(slot, &mut gate, lease_ms).await?;
+        let sent = Instant::now();
+        let inv = self
+            .shared
+            .kind
+            .acquire_script(&self.names(), &slot.field, lease_ms);
+        let mut conn = inner.conn.clone();
+        let fallback = Some((gate.count, gate.watchdog_holds));
+        let flight = InFlight {
+            gate: &mut gate,
+            lock: self,
+            slot,
+            lease_ms,
+            fallback,
+        };
+        let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
+        let reply = match reply {
+            Ok(v) => v,
+            Err(e) if is_connection_error(&e) => return Err(e.into()), // stays in flight: trimmed
+            Err(e) => {
+                flight.settled();
+                return Err(from_script(self.name(), e));
+            }
+        };
+        flight.settled();
+        match self.shared.kind.parse_acquire(&reply) {
+            Some(Acquire::Taken { count }) => {
+                if count <= gate.count {
+                    // Redis forgot earlier holds (expired, force-unlocked, restarted): they are
+                    // lost, and their guards must not release this new hold.
+                    slot.lose_gated(&mut gate);
+                }
+                gate.count = count;
+                if lease.is_none() {
+                    gate.watchdog_holds += 1;
+                    slot.set_watchdog(&gate);
+                    inner.watchdog_wake.notify_one();
+                }
+                let epoch = gate.epoch;
+                drop(gate);
+                Ok(Attempt::Taken(LockGuard::new(
+                    self.with_owner(owner),
+                    slot.clone(),
+                    epoch,
+                    lease.map(|l| (l, sent + l)),
+                )))
+            }
+            Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
+            None => Err(LockError::UnexpectedReply {
+                key: self.name().to_owned(),
+                reply: format!("{reply:?}"),
+            }),
+        }
+    }
+
+    /// Releases one hold. `epoch`: the guard's epoch (`None` for owner-style unlock);
+    /// `watchdog_hold`: whether that hold was renewed by the watchdog; `lease`: its fixed lease.
+    pub(crate) async fn release(
+        &self,
+        slot: &Arc<Slot>,
+        epoch: Option<u64>,
+        watchdog_hold: bool,
+        lease: Option<Duration>,
+    ) -> Result<Release> {
+        let inner = &self.client().inner;
+        let mut gate = slot.gate().await;
+        if epoch.is_some_and(|e| e != gate.epoch) {
+            return Ok(Release::NotHeld);
+        }
+        let watchdog_ms = millis(inner.config.watchdog_timeout());
+        self.settle(slot, &mut gate, watchdog_ms).await?;
+        let count_after = gate.count.saturating_sub(1);
+        let wd_after = if watchdog_hold {
+            gate.watchdog_holds.saturating_sub(1)
+        } else {
+            gate.watchdog_holds
+        }
+        .min(count_after);
+        // Holds that remain keep the watchdog lease if any of them is watched.
+        let lease_ms = if wd_after > 0 {
+            watchdog_ms
+        } else {
+            lease.map(millis).unwrap_or(watchdog_ms)
+        };
+        let request_id = keys::request_id();
+        let latch = keys::unlock_latch(self.name(), &request_id);
+        let latch_ttl = millis(inner.config.latch_ttl());
+        let flight = InFlight {
+            gate: &mut gate,
+            lock: self,
+            slot,
+            lease_ms,
+            fallback: Some((count_after, wd_after)),
+        };
+        let mut attempt = 0;
+        let reply = loop {
+            let inv = self.shared.kind.release_script(
+                &self.names(),
+                &slot.field,
+                lease_ms,
+                &latch,
+                latch_ttl,
+                PUBLISH,
+            );
+            let mut conn = inner.conn.clone();
+            match inv.invoke_async::<Value>(&mut conn).await {
+                Ok(v) => break v,
+                // Same request id on every try: the latch makes a repeat return the first result.
+                Err(e)
+                    if is_connection_error(&e) && attempt + 1 < inner.config.retry_attempts() =>
+                {
+                    tokio::time::sleep(inner.config.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) if is_connection_error(&e) => return Err(e.into()),
+                Err(e) => {
+                    flight.settled();
+                    return Err(from_script(self.name(), e));
+                }
+            }
+        };
+        flight.settled();
+        let outcome = self.shared.kind.parse_release(&reply);
+        match outcome {
+            Some(Release::NotHeld) => slot.lose_gated(&mut gate),
+            Some(Release::StillHeld) => {
+                gate.count = count_after.max(1);
+                gate.watchdog_holds = wd_after;
+            }
+            Some(Release::Released) => {
+                gate.count = 0;
+                gate.watchdog_holds = 0;
+            }
+            None => {}
+        }
+        slot.set_watchdog(&gate);
+        drop(gate);
+        if matches!(outcome, Some(Release::Released | Release::StillHeld)) {
+            self.delete_latch(latch);
+        }
+        match outcome {
+            Some(r) => {
+                if r == Release::Released {
+                    // Wake a local waiter now instead of waiting for our own message's echo.
+                    inner.pubsub.wake_one(&self.shared.channel);
+                }
+                Ok(r)
+            }
+            None => Err(LockError::UnexpectedReply {
+                key: self.name().to_owned(),
+                reply: format!("{reply:?}"),
+            }),
+        }
+    }
+
+    /// The latch only matters while the unlock might be retried: delete it without waiting
+    /// (Redisson does the same); its PX bounds it if this is lost.
+    fn delete_latch(&self, latch: String) {
+        let mut conn = self.client().inner.conn.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _: redis::RedisResult<i64> = conn.del(latch).await;
+            });
+        }
+    }
+
+    /// Brings Redis back to the count the gate knows when an earlier outcome was unknown.
+    async fn settle(&self, slot: &Slot, gate: &mut Gate, lease_ms: u64) -> Result<()> {
+        if !gate.dirty {
+            return Ok(());
+        }
+        let mut conn = self.client().inner.conn.clone();
+        let found: i64 = scripts::trim(
+            &slot.key,
+            &self.shared.channel,
+            &slot.field,
+            gate.count,
+            lease_ms,
+            PUBLISH,
+        )
+        .invoke_async(&mut conn)
+        .await
+        .map_err(|e| from_script(self.name(), e))?;
+        gate.dirty = false;
+        if found < i64::from(gate.count) {
+            // Some holds we counted are gone from Redis.
+            slot.lose_gated(gate);
+        }
+        if gate.count == 0 && found > 0 {
+            self.client().inner.pubsub.wake_one(&self.shared.channel);
+        }
+        slot.set_watchdog(gate);
+        Ok(())
+    }
+
+    /// Settles a dirty slot in the background (after a cancelled or failed script).
+    fn spawn_settle(&self, slot: Arc<Slot>, lease_ms: u64) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(lock = %self.name(), "no tokio runtime: the unknown hold is settled by the next operation or its lease");
+            return;
+        };
+        let lock = self.clone();
+        rt.spawn(async move {
+            let config = lock.client().config().clone();
+            for attempt in 0..config.retry_attempts() {
+                let mut gate = slot.gate().await;
+                match lock.settle(&slot, &mut gate, lease_ms).await {
+                    Ok(()) => break,
+                    Err(e) if e.is_connection_error() => {
+                        drop(gate);
+                        tokio::time::sleep(config.backoff(attempt)).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(lock = %lock.name(), error = %e, "can't settle an unknown hold");
+                        break;
+                    }
+                }
+            }
+            lock.client().inner.holds.release_slot(&slot);
+        });
+    }
+}
+
+fn check_lease(lease: Duration) -> Result<()> {
+    if lease.is_zero() {
+        Err(LockError::InvalidArgument(
+            "lease must be non-zero (use lock() for a watchdog-renewed lease)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
+fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(Duration::MAX),
+        Some(d) => d
+            .checked_duration_since(Instant::now())
+            .filter(|l| !l.is_zero()),
+    }
+}

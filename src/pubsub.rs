@@ -1,0 +1,320 @@
+//! Unlock-channel subscriptions: one subscriber connection per client, one refcounted entry per
+//! channel, Notify semantics for waiters.
+//!
+//! # Implementation notes
+//!
+//! * A waiter gets an `Arc<Channel>` from [`PubSub::subscribe`]; the last `Arc` dropped queues an
+//!   unsubscribe. All SUBSCRIBE/UNSUBSCRIBE traffic is issued by one task, which decides from the
+//!   registry *at execution time* whether a channel is live. A quick unsubscribe/subscribe pair
+//!   on one channel therefore can never leave a live waiter unsubscribed.
+//! * Message `0` wakes one local waiter (`Notify::notify_one`, which stores a permit when nobody
+//!   is parked yet, like Redisson's latch); `1` wakes every parked waiter. Waiters register
+//!   (`Notified::enable`) *before* running the acquire script, so no message between the script
+//!   and the wait is lost.
+//! * When the subscriber connection breaks, the task reconnects with backoff, resubscribes every
+//!   live channel and wakes every waiter, so none sleeps out a stale TTL.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::config::Config;
+use crate::error::{LockError, Result};
+
+/// Messages Redisson publishes on lock channels.
+pub(crate) const WAKE_ONE: &[u8] = b"0";
+pub(crate) const WAKE_ALL: &[u8] = b"1";
+
+pub(crate) struct PubSub {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Shared {
+    channels: DashMap<String, Weak<Channel>>,
+    commands: mpsc::UnboundedSender<String>,
+    /// Bumped on every (re)connection; lets tests and diagnostics observe reconnects.
+    connections: watch::Sender<u64>,
+}
+
+/// One subscribed channel, shared by every local waiter on it.
+pub(crate) struct Channel {
+    name: String,
+    notify: Notify,
+    confirmed: watch::Sender<bool>,
+    shared: Weak<Shared>,
+}
+
+impl Channel {
+    /// The waiters' wake-up source.
+    pub(crate) fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared
+                .channels
+                .remove_if(&self.name, |_, w| w.strong_count() == 0);
+            let _ = shared.commands.send(std::mem::take(&mut self.name));
+        }
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel").field("name", &self.name).finish()
+    }
+}
+
+impl PubSub {
+    /// Starts the subscriber task; it connects on the first subscription.
+    pub(crate) fn start(client: redis::Client, config: &Config) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            channels: DashMap::new(),
+            commands: tx,
+            connections: watch::channel(0).0,
+        });
+        let task = tokio::spawn(run(Arc::downgrade(&shared), client, rx, config.clone()));
+        PubSub { shared, task }
+    }
+
+    /// Subscribes to `name` (or joins the existing subscription) and waits until the server has
+    /// confirmed it.
+    pub(crate) async fn subscribe(&self, name: &str, timeout: Duration) -> Result<Arc<Channel>> {
+        let channel = self.entry(name);
+        let mut confirmed = channel.confirmed.subscribe();
+        let ok = matches!(
+            tokio::time::timeout(timeout, confirmed.wait_for(|c| *c)).await,
+            Ok(Ok(_))
+        );
+        match ok {
+            true => Ok(channel),
+            false => Err(LockError::Timeout {
+                what: "subscribing to the unlock channel",
+                waited: timeout,
+            }),
+        }
+    }
+
+    /// Wakes one local waiter on `name`, if any (used when our own unlock frees a lock).
+    pub(crate) fn wake_one(&self, name: &str) {
+        if let Some(c) = self.shared.channels.get(name).and_then(|w| w.upgrade()) {
+            c.notify.notify_one();
+        }
+    }
+
+    /// How many connections the subscriber has opened so far.
+    pub(crate) fn connections(&self) -> watch::Receiver<u64> {
+        self.shared.connections.subscribe()
+    }
+
+    /// Number of channels with live local waiters.
+    pub(crate) fn live_channels(&self) -> usize {
+        self.shared
+            .channels
+            .iter()
+            .filter(|e| e.value().strong_count() > 0)
+            .count()
+    }
+
+    fn entry(&self, name: &str) -> Arc<Channel> {
+        use dashmap::mapref::entry::Entry;
+        let fresh = || {
+            Arc::new(Channel {
+                name: name.to_owned(),
+                notify: Notify::new(),
+                confirmed: watch::channel(false).0,
+                shared: Arc::downgrade(&self.shared),
+            })
+        };
+        let channel = match self.shared.channels.entry(name.to_owned()) {
+            Entry::Occupied(mut e) => match e.get().upgrade() {
+                Some(c) => return c,
+                None => {
+                    let c = fresh();
+                    e.insert(Arc::downgrade(&c));
+                    c
+                }
+            },
+            Entry::Vacant(e) => {
+                let c = fresh();
+                e.insert(Arc::downgrade(&c));
+                c
+            }
+        };
+        let _ = self.shared.commands.send(name.to_owned());
+        channel
+    }
+}
+
+impl Drop for PubSub {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn live(shared: &Shared, name: &str) -> Option<Arc<Channel>> {
+    shared.channels.get(name).and_then(|w| w.upgrade())
+}
+
+/// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
+async fn run(
+    shared: Weak<Shared>,
+    client: redis::Client,
+    mut commands: mpsc::UnboundedReceiver<String>,
+    config: Config,
+) {
+    // Connect lazily: a client that never waits never opens a subscriber connection.
+    let mut pending: Vec<String> = match commands.recv().await {
+        Some(name) => vec![name],
+        None => return,
+    };
+    let mut attempt = 0u32;
+    loop {
+        let connect = tokio::time::timeout(config.connection_timeout(), client.get_async_pubsub());
+        let (mut sink, mut stream) = match connect.await {
+            Ok(Ok(conn)) => conn.split(),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "subscriber connection failed; retrying");
+                tokio::time::sleep(config.backoff(attempt)).await;
+                attempt = attempt.saturating_add(1);
+                if shared.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+            Err(_) => {
+                tracing::debug!("subscriber connection timed out; retrying");
+                attempt = attempt.saturating_add(1);
+                continue;
+            }
+        };
+        attempt = 0;
+        let Some(sh) = shared.upgrade() else { return };
+        sh.connections.send_modify(|n| *n += 1);
+        // Everything live right now is (re)subscribed; queued names are covered by this pass.
+        let mut active: HashSet<String> = HashSet::new();
+        pending.clear();
+        while commands.try_recv().is_ok() {}
+        let names: Vec<String> = sh
+            .channels
+            .iter()
+            .filter(|e| e.value().strong_count() > 0)
+            .map(|e| e.key().clone())
+            .collect();
+        if !names.is_empty() {
+            if let Err(e) = apply(&sh, &mut sink, &mut active, names, &config).await {
+                tracing::debug!(error = %e, "resubscribe failed; reconnecting");
+                continue;
+            }
+        }
+        // After a reconnect every waiter retries at once: a release may have been missed.
+        for entry in sh.channels.iter() {
+            if let Some(c) = entry.value().upgrade() {
+                c.notify.notify_waiters();
+            }
+        }
+        drop(sh);
+
+        loop {
+            tokio::select! {
+                msg = stream.next() => {
+                    let Some(msg) = msg else { break };
+                    let Some(sh) = shared.upgrade() else { return };
+                    if let Some(c) = live(&sh, msg.get_channel_name()) {
+                        match msg.get_payload_bytes() {
+                            WAKE_ALL => c.notify.notify_waiters(),
+                            WAKE_ONE => c.notify.notify_one(),
+                            // Other values (e.g. semaphore permit counts) wake one waiter.
+                            _ => c.notify.notify_one(),
+                        }
+                    }
+                }
+                name = commands.recv() => {
+                    let Some(name) = name else { return };
+                    let mut names = vec![name];
+                    while let Ok(n) = commands.try_recv() {
+                        names.push(n);
+                    }
+                    let Some(sh) = shared.upgrade() else { return };
+                    if let Err(e) = apply(&sh, &mut sink, &mut active, names, &config).await {
+                        tracing::debug!(error = %e, "subscribe failed; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+        // Disconnected: waiters keep their TTL-bounded waits; new subscribers wait for the
+        // reconnect (bounded by the subscription timeout).
+        if let Some(sh) = shared.upgrade() {
+            for entry in sh.channels.iter() {
+                if let Some(c) = entry.value().upgrade() {
+                    c.confirmed.send_replace(false);
+                }
+            }
+        }
+    }
+}
+
+/// Brings the connection's subscriptions in line with the registry for `names`.
+async fn apply(
+    shared: &Shared,
+    sink: &mut redis::aio::PubSubSink,
+    active: &mut HashSet<String>,
+    mut names: Vec<String>,
+    config: &Config,
+) -> redis::RedisResult<()> {
+    names.sort_unstable();
+    names.dedup();
+    let (mut subscribe, mut unsubscribe) = (Vec::new(), Vec::new());
+    for name in names {
+        match (live(shared, &name).is_some(), active.contains(&name)) {
+            (true, false) => subscribe.push(name),
+            (false, true) => unsubscribe.push(name),
+            (true, true) => {
+                if let Some(c) = live(shared, &name) {
+                    c.confirmed.send_replace(true);
+                }
+            }
+            (false, false) => {}
+        }
+    }
+    let timeout = config.response_timeout();
+    if !unsubscribe.is_empty() {
+        with_timeout(timeout, sink.unsubscribe(&unsubscribe)).await?;
+        for n in &unsubscribe {
+            active.remove(n);
+        }
+    }
+    if !subscribe.is_empty() {
+        with_timeout(timeout, sink.subscribe(&subscribe)).await?;
+        for n in subscribe {
+            if let Some(c) = live(shared, &n) {
+                c.confirmed.send_replace(true);
+            }
+            active.insert(n);
+        }
+    }
+    Ok(())
+}
+
+async fn with_timeout<T>(
+    timeout: Duration,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "pub/sub command timed out",
+        ))),
+    }
+}

@@ -1,0 +1,104 @@
+//! The lease watchdog: one task per client that renews every watchdog-mode hold every
+//! `watchdog_timeout / 3`, in batches of [`BATCH`] keys per script.
+//!
+//! * The task holds only a `Weak` to the client and is aborted when the client is dropped.
+//! * A renewal that finds the owner field gone ends the hold's epoch: its guards report
+//!   [`LockGuard::is_lost`](crate::LockGuard::is_lost) and `lost().await` resolves. So does a
+//!   hold that could not be renewed for a whole lease (server unreachable): by then Redis has
+//!   expired it, or will before anyone could be told.
+//! * Errors are logged and the task carries on; it never stops while holds exist.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use redis::Value;
+
+use crate::client::ClientInner;
+use crate::config::millis;
+use crate::holds::Slot;
+use crate::scripts;
+
+/// Keys renewed per script (Redisson's `lockWatchdogBatchSize`).
+pub(crate) const BATCH: usize = 100;
+
+pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let period = {
+            let Some(c) = client.upgrade() else { return };
+            if !c.holds.any_watched() {
+                None
+            } else {
+                Some(c.config.watchdog_timeout() / 3)
+            }
+        };
+        match period {
+            // Idle until something is acquired in watchdog mode.
+            None => notified.await,
+            Some(period) => {
+                tokio::time::sleep(period).await;
+                let Some(c) = client.upgrade() else { return };
+                renew_all(&c).await;
+            }
+        }
+    }
+}
+
+/// One tick: renew every watched hold; report the ones that are gone.
+pub(crate) async fn renew_all(client: &ClientInner) {
+    let slots = client.holds.watched();
+    if slots.is_empty() {
+        return;
+    }
+    let lease = client.config.watchdog_timeout();
+    let lease_ms = millis(lease);
+    let started = Instant::now();
+    let batches = slots.chunks(BATCH).map(|chunk| {
+        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
+        let inv = scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field)));
+        let mut conn = client.conn.clone();
+        async move {
+            let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
+            (chunk, epochs, reply)
+        }
+    });
+    for (chunk, epochs, reply) in join_all(batches).await {
+        match reply {
+            Ok(Value::Array(results)) if results.len() == chunk.len() => {
+                for ((slot, epoch), r) in chunk.iter().zip(epochs).zip(results) {
+                    if matches!(r, Value::Int(1)) {
+                        slot.renewed(started);
+                    } else if slot.lose(epoch) {
+                        tracing::warn!(
+                            lock = %slot.key, owner = %slot.field,
+                            "lock lost: the watchdog found the hold gone"
+                        );
+                    }
+                }
+            }
+            Ok(other) => {
+                tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
+                expire_unrenewed(chunk, &epochs, lease);
+            }
+        }
+    }
+}
+
+/// Holds not renewed for a whole lease are gone from Redis (or about to be): report them.
+fn expire_unrenewed(chunk: &[Arc<Slot>], epochs: &[u64], lease: Duration) {
+    let now = Instant::now();
+    for (slot, &epoch) in chunk.iter().zip(epochs) {
+        if now.duration_since(slot.renewed_at()) >= lease && slot.lose(epoch) {
+            tracing::warn!(
+                lock = %slot.key, owner = %slot.field,
+                "lock lost: not renewed for a whole lease (server unreachable)"
+            );
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Test harness: real `redis-server` processes on free loopback ports, each in its own temp
+//! directory, killed on drop. No fake Redis anywhere.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redisson_lock::{Client, Config};
+
+/// How to get `redis-server` when it is missing.
+pub const INSTALL_HINT: &str =
+    "redis-server not found: install it with `apt-get update && apt-get install -y redis-server` \
+     (or set REDIS_SERVER_BIN to its path)";
+
+pub fn redis_server_bin() -> String {
+    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// One real redis-server.
+pub struct TestServer {
+    pub port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl TestServer {
+    /// Starts a server with persistence off, on a free port.
+    pub fn start() -> TestServer {
+        TestServer::start_with(&[])
+    }
+
+    /// Starts a server with extra `--option value` arguments.
+    pub fn start_with(extra: &[&str]) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = TestServer {
+            port: 0,
+            child: None,
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn_on(free_port());
+        server
+    }
+
+    fn spawn_on(&mut self, port: u16) {
+        let mut last_err = None;
+        for _ in 0..5 {
+            let mut cmd = Command::new(redis_server_bin());
+            cmd.arg("--port")
+                .arg(port.to_string())
+                .arg("--bind")
+                .arg("127.0.0.1")
+                .arg("--save")
+                .arg("")
+                .arg("--appendonly")
+                .arg("no")
+                .arg("--dir")
+                .arg(self.dir.path())
+                .arg("--enable-debug-command")
+                .arg("yes")
+                .args(&self.extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{INSTALL_HINT}"),
+                Err(e) => panic!("cannot start redis-server: {e}"),
+            };
+            if wait_ready(port, Duration::from_secs(10)) {
+                self.port = port;
+                self.child = Some(child);
+                return;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            last_err = Some(port);
+        }
+        panic!("redis-server did not come up on port {last_err:?}");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_owned()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// A raw redis-rs client (what a Java client would see on the wire).
+    pub fn raw(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        self.raw().get_multiplexed_async_connection().await.unwrap()
+    }
+
+    /// Config with short timeouts suited to tests.
+    pub fn config(&self) -> Config {
+        Config::new(self.url())
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::with_config(self.config()).await.unwrap()
+    }
+
+    pub async fn client_with(&self, f: impl FnOnce(Config) -> Config) -> Client {
+        Client::with_config(f(self.config())).await.unwrap()
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts an empty server on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        let port = self.port;
+        self.spawn_on(port);
+    }
+
+    /// SIGSTOP / SIGCONT.
+    pub fn pause(&self) {
+        signal(self.pid(), "STOP");
+    }
+    pub fn resume(&self) {
+        signal(self.pid(), "CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_ref() {
+            signal(c.id(), "CONT");
+        }
+        self.kill();
+    }
+}
+
+fn wait_ready(port: u16, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    while Instant::now() < deadline {
+        if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// `n` independent servers (for RedLock).
+pub fn servers(n: usize) -> Vec<TestServer> {
+    (0..n).map(|_| TestServer::start()).collect()
+}
+
+/// Polls `check` until it returns true or `within` passes; for waiting on *external* state that
+/// has no event (e.g. a key's expiry). Returns whether it became true.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A SUBSCRIBE listener on a raw connection: records every message on `channel`.
+pub struct Listener {
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    pub async fn start(server: &TestServer, channel: &str) -> Listener {
+        use futures_util::StreamExt;
+        let mut pubsub = server.raw().get_async_pubsub().await.unwrap();
+        pubsub.subscribe(channel).await.unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let mut stream = pubsub.into_on_message();
+            while let Some(msg) = stream.next().await {
+                let payload: String = msg.get_payload().unwrap_or_default();
+                if tx.send(payload).is_err() {
+                    break;
+                }
+            }
+        });
+        Listener { rx, _task: task }
+    }
+
+    /// The next message, or `None` if none arrives within `within`.
+    pub async fn next(&mut self, within: Duration) -> Option<String> {
+        tokio::time::timeout(within, self.rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Messages already received, without waiting.
+    pub fn drain(&mut self) -> Vec<String> {
+        let mut v = Vec::new();
+        while let Ok(m) = self.rx.try_recv() {
+            v.push(m);
+        }
+        v
+    }
+}
