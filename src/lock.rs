@@ -781,10 +781,9 @@ impl<K: LockKind> Lock<K> {
                 gate.count = count_after.max(1);
                 gate.watchdog_holds = wd_after;
             }
-            Some(Release::Released) => {
-                gate.count = 0;
-                gate.watchdog_holds = 0;
-            }
+            // The last hold is gone: end the epoch, so a stale guard of this owner (one that
+            // was detached and released owner-style) can never release a later hold.
+            Some(Release::Released) => slot.lose_gated(&mut gate),
             None => {}
         }
         slot.set_watchdog(&gate);

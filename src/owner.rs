@@ -97,10 +97,14 @@ mod tests {
 
     #[tokio::test]
     async fn tasks_differ_from_each_other_and_from_threads() {
-        let here = LockOwner::current();
-        assert_eq!(here, LockOwner::current());
-        assert_eq!(here.id() & THREAD_TAG, 0);
-        let other = tokio::spawn(async { LockOwner::current() }).await.unwrap();
-        assert_ne!(here, other);
+        // The body of `block_on` is not a task: it is owned by its thread.
+        assert_ne!(LockOwner::current().id() & THREAD_TAG, 0);
+        let (a, a_again) = tokio::spawn(async { (LockOwner::current(), LockOwner::current()) })
+            .await
+            .unwrap();
+        assert_eq!(a, a_again);
+        assert_eq!(a.id() & THREAD_TAG, 0);
+        let b = tokio::spawn(async { LockOwner::current() }).await.unwrap();
+        assert_ne!(a, b);
     }
 }

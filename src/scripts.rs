@@ -97,11 +97,11 @@ mod tests {
     #[test]
     fn script_hashes_are_pinned() {
         let pinned = [
-            ("lock", &LOCK, "PIN"),
-            ("unlock", &UNLOCK, "PIN"),
-            ("renew", &RENEW, "PIN"),
-            ("force_unlock", &FORCE_UNLOCK, "PIN"),
-            ("trim", &TRIM, "PIN"),
+            ("lock", &LOCK, "0b13298217aa66a6663ca8530ea763c3d434ae50"),
+            ("unlock", &UNLOCK, "befa8dddca0ccedf9c31c23d191cc419a6344567"),
+            ("renew", &RENEW, "9c5aa92ab0197ce75f9595adfd2094055ffb83ef"),
+            ("force_unlock", &FORCE_UNLOCK, "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb"),
+            ("trim", &TRIM, "6626487fe3b0d390d9ec8f98e239ec5b5c5b0be6"),
         ];
         for (name, script, sha) in pinned {
             assert_eq!(script.get_hash(), sha, "lua/{name}.lua changed");
