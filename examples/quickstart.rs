@@ -19,7 +19,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let waiter = tokio::spawn(async move {
         let start = Instant::now();
         let guard = bob.get_lock("quickstart").lock().await?;
-        println!("bob acquired after {:?}, woken by alice's release", start.elapsed());
+        println!(
+            "bob acquired after {:?}, woken by alice's release",
+            start.elapsed()
+        );
         guard.unlock().await
     });
 
@@ -42,12 +45,23 @@ fn redis_url() -> Result<(String, Option<Server>), Box<dyn std::error::Error>> {
     if let Ok(url) = std::env::var("REDIS_URL") {
         return Ok((url, None));
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start redis-server ({e}); install it: apt-get install -y redis-server"))?;
+        .map_err(|e| {
+            format!("cannot start redis-server ({e}); install it: apt-get install -y redis-server")
+        })?;
     let url = format!("redis://127.0.0.1:{port}/");
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {

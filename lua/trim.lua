@@ -1,15 +1,19 @@
 -- Bring an owner's hold count back down to what the client knows it holds.
--- Used after an acquire whose outcome is unknown (cancelled future, lost reply): the acquire may
--- or may not have incremented the count, so the client trims to its own count instead of
--- guessing. Never touches other owners' fields, never raises a count.
+-- Used after a script whose outcome is unknown (a cancelled future, a lost reply): an acquire
+-- may or may not have incremented the count, a release may or may not have decremented it, so
+-- the client trims to its own count instead of guessing. Never touches other owners' fields and
+-- never raises a count.
 --
 -- KEYS[1]  lock hash `<name>`
--- KEYS[2]  unlock channel
+-- KEYS[2]  the lock kind's unlock channel
+-- KEYS[3]  read holds only: the owner's timeout prefix `{<name>}:<field>:rwlock_timeout`
+--          (any key of the same slot otherwise; it is not touched)
 -- ARGV[1]  owner field
 -- ARGV[2]  target hold count (the holds the client knows about; 0 = none)
 -- ARGV[3]  lease in milliseconds, re-applied when holds remain
 -- ARGV[4]  publish command
--- ARGV[5]  unlock message (`0`)
+-- ARGV[5]  message published when the lock is freed (`0`, or `1` for a write lock)
+-- ARGV[6]  layout: `plain` (RLock, fair, fenced), `read` or `write` (read-write lock hash)
 --
 -- Returns: the hold count found before trimming (0 when the field is absent).
 local found = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
@@ -17,14 +21,22 @@ local target = tonumber(ARGV[2])
 if found <= target then
     return found
 end
-if target <= 0 then
-    redis.call('hdel', KEYS[1], ARGV[1])
-    if redis.call('hlen', KEYS[1]) == 0 then
-        redis.call('del', KEYS[1])
-        redis.call(ARGV[4], KEYS[2], ARGV[5])
+if ARGV[6] == 'read' then
+    for n = found, target + 1, -1 do
+        redis.call('del', KEYS[3] .. ':' .. n)
     end
-else
+end
+if target > 0 then
     redis.call('hset', KEYS[1], ARGV[1], target)
     redis.call('pexpire', KEYS[1], ARGV[3])
+    return found
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+local left = redis.call('hlen', KEYS[1])
+if left == 0 or (ARGV[6] ~= 'plain' and left == 1 and redis.call('hexists', KEYS[1], 'mode') == 1) then
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[4], KEYS[2], ARGV[5])
+elseif ARGV[6] == 'write' then
+    redis.call('hset', KEYS[1], 'mode', 'read')
 end
 return found

@@ -10,7 +10,8 @@ use crate::error::{LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
 use crate::pubsub::PubSub;
-use crate::raw::Reentrant;
+use crate::raw::{Fair, Fenced, Reentrant};
+use crate::rwlock::ReadWriteLock;
 use crate::watchdog;
 
 /// A connection to one Redis deployment, and the factory of its locks.
@@ -170,6 +171,45 @@ impl Client {
     /// ```
     pub fn get_lock(&self, name: impl Into<String>) -> Lock<Reentrant> {
         Lock::new(self.clone(), name.into(), Reentrant)
+    }
+
+    /// The fair lock called `name` (Redisson's `getFairLock`): granted in arrival order.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_fair_lock("printer").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_fair_lock(&self, name: impl Into<String>) -> Lock<Fair> {
+        Lock::new(self.clone(), name.into(), Fair)
+    }
+
+    /// The read-write lock called `name` (Redisson's `getReadWriteLock`).
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let rw = client.get_read_write_lock("catalog");
+    /// let guard = rw.read_lock().lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name.into())
+    }
+
+    /// The fenced lock called `name` (Redisson's `getFencedLock`): every acquisition carries a
+    /// strictly increasing token ([`LockGuard::token`](crate::LockGuard::token)).
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// println!("token {}", guard.token());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
+        Lock::new(self.clone(), name.into(), Fenced)
     }
 
     /// This client's id: the `<uuid>` in every hash field it writes.

@@ -12,6 +12,9 @@ pub const DEFAULT_WATCHDOG_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long opening a connection may take before the attempt fails.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a queued fair-lock waiter may be absent before the queue skips it (Redisson's
+/// `fairLockWaitTimeout`, 5 minutes).
+pub const DEFAULT_FAIR_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long subscribing to an unlock channel may take (Redisson's `subscriptionTimeout`).
 pub const DEFAULT_SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(7500);
 /// How many times an idempotent command (unlock, renew) is tried, and how many consecutive
@@ -40,6 +43,7 @@ pub struct Config {
     response_timeout: Duration,
     connection_timeout: Duration,
     subscription_timeout: Duration,
+    fair_lock_wait_timeout: Duration,
     retry_attempts: u32,
     retry_delay: Duration,
 }
@@ -54,6 +58,7 @@ impl Config {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             subscription_timeout: DEFAULT_SUBSCRIPTION_TIMEOUT,
+            fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
             retry_attempts: DEFAULT_RETRY_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
         }
@@ -80,6 +85,13 @@ impl Config {
     /// Bound on subscribing to an unlock channel.
     pub fn with_subscription_timeout(mut self, timeout: Duration) -> Self {
         self.subscription_timeout = timeout;
+        self
+    }
+
+    /// How long a queued fair-lock waiter may be absent (its process gone) before the queue
+    /// skips it. Use the same value as your Java fleet's `fairLockWaitTimeout`.
+    pub fn with_fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
         self
     }
 
@@ -114,6 +126,10 @@ impl Config {
     /// See [`Config::with_subscription_timeout`].
     pub fn subscription_timeout(&self) -> Duration {
         self.subscription_timeout
+    }
+    /// See [`Config::with_fair_lock_wait_timeout`].
+    pub fn fair_lock_wait_timeout(&self) -> Duration {
+        self.fair_lock_wait_timeout
     }
     /// See [`Config::with_retry_attempts`].
     pub fn retry_attempts(&self) -> u32 {
@@ -154,6 +170,11 @@ impl Config {
         if self.subscription_timeout.is_zero() {
             return Err(LockError::InvalidArgument(
                 "subscription timeout must be non-zero",
+            ));
+        }
+        if self.fair_lock_wait_timeout.is_zero() {
+            return Err(LockError::InvalidArgument(
+                "fair lock wait timeout must be non-zero",
             ));
         }
         if self.retry_attempts == 0 {

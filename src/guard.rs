@@ -46,6 +46,7 @@ pub struct LockGuard<K: LockKind> {
     epoch: u64,
     /// The fixed lease and its deadline (from when the acquire was sent); `None`: watchdog.
     lease: Option<(Duration, Instant)>,
+    token: Option<i64>,
     armed: bool,
 }
 
@@ -66,13 +67,23 @@ impl<K: LockKind> LockGuard<K> {
         slot: Arc<Slot>,
         epoch: u64,
         lease: Option<(Duration, Instant)>,
+        token: Option<i64>,
     ) -> Self {
         LockGuard {
             lock,
             slot,
             epoch,
             lease,
+            token,
             armed: true,
+        }
+    }
+
+    /// Moves a fixed lease's deadline after the lease was re-applied with an owner-checked
+    /// `PEXPIRE` (MultiLock re-applies the caller's lease to every member once all are taken).
+    pub(crate) fn reset_lease(&mut self, lease: Duration, deadline: Instant) {
+        if self.lease.is_some() {
+            self.lease = Some((lease, deadline));
         }
     }
 
@@ -164,6 +175,24 @@ impl<K: LockKind> LockGuard<K> {
     }
 }
 
+impl LockGuard<crate::raw::Fenced> {
+    /// The fencing token of this acquisition: strictly greater than every token handed out
+    /// before it for this lock, by any client. Send it with every write to the protected
+    /// resource and have the resource reject tokens lower than the highest it has seen.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// let token = guard.token();
+    /// // storage.write_if_newer(token, ...)
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> i64 {
+        self.token.unwrap_or(0)
+    }
+}
+
 impl<K: LockKind> Drop for LockGuard<K> {
     fn drop(&mut self) {
         if self.armed {
@@ -175,6 +204,7 @@ impl<K: LockKind> Drop for LockGuard<K> {
                         slot: self.slot.clone(),
                         epoch: self.epoch,
                         lease: self.lease,
+                        token: self.token,
                         armed: false,
                     };
                     rt.spawn(async move {

@@ -17,6 +17,8 @@ use std::time::Instant;
 use dashmap::DashMap;
 use tokio::sync::{watch, Mutex, OwnedMutexGuard};
 
+use crate::raw::Renewal;
+
 #[derive(Debug, Default)]
 pub(crate) struct SlotState {
     /// Holds this client knows it has in `epoch`.
@@ -35,6 +37,8 @@ pub(crate) type Gate = OwnedMutexGuard<SlotState>;
 pub(crate) struct Slot {
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
+    /// How the watchdog renews this hold.
+    pub(crate) renewal: Renewal,
     gate: Arc<Mutex<SlotState>>,
     epoch: watch::Sender<u64>,
     /// Mirrors `watchdog_holds > 0` so the watchdog can scan without taking gates.
@@ -125,7 +129,7 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    pub(crate) fn slot(&self, key: &str, field: &str) -> Arc<Slot> {
+    pub(crate) fn slot(&self, key: &str, field: &str, renewal: Renewal) -> Arc<Slot> {
         let k: (Arc<str>, Arc<str>) = (key.into(), field.into());
         self.slots
             .entry(k.clone())
@@ -133,6 +137,7 @@ impl Holds {
                 Arc::new(Slot {
                     key: k.0,
                     field: k.1,
+                    renewal,
                     gate: Arc::new(Mutex::new(SlotState::default())),
                     epoch: watch::channel(0).0,
                     watchdog: AtomicBool::new(false),

@@ -6,6 +6,14 @@
 
 /// Channel prefix of every Redisson lock (`LockPubSub`).
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
+/// Channel prefix of read-write locks.
+pub(crate) const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
+/// Fencing token counter prefix (`RedissonFencedLock`).
+pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
+/// Fair lock queue prefix (`RedissonFairLock`).
+pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
+/// Fair lock waiter-deadline ZSET prefix.
+pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Prefix of the unlock latch keys that make unlock retries idempotent (Redisson 3.24+).
 pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
 
@@ -19,7 +27,6 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// `{name}:suffix`, or `name:suffix` when `name` already contains `{`.
-#[allow(dead_code)] // used by the read-write lock's timeout keys
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
@@ -31,6 +38,11 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
 /// The unlock channel of a lock: `redisson_lock__channel:{name}`.
 pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name(LOCK_CHANNEL_PREFIX, name)
+}
+
+/// The channel of a read-write lock: `redisson_rwlock:{name}`.
+pub(crate) fn rwlock_channel(name: &str) -> String {
+    prefix_name(RWLOCK_CHANNEL_PREFIX, name)
 }
 
 /// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request id>`.

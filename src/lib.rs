@@ -14,21 +14,28 @@ mod lock;
 mod owner;
 mod pubsub;
 mod raw;
+mod rwlock;
 mod scripts;
 mod watchdog;
 
 pub use client::{Client, ClientStats};
 pub use config::{
-    Config, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS,
-    DEFAULT_RETRY_DELAY, DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
+    Config, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_LOCK_WAIT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT,
+    DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_SUBSCRIPTION_TIMEOUT,
+    DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
 };
 pub use error::{LockError, Result};
 pub use guard::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use owner::LockOwner;
-pub use raw::{LockKind, Reentrant};
+pub use raw::{Fair, Fenced, LockKind, Read, Reentrant, Write};
+pub use rwlock::ReadWriteLock;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
 pub type RLock = Lock<Reentrant>;
 /// A guard of an [`RLock`].
 pub type RLockGuard = LockGuard<Reentrant>;
+/// Redisson's fair lock (`RFairLock`): [`Client::get_fair_lock`].
+pub type FairLock = Lock<Fair>;
+/// Redisson's fenced lock (`RFencedLock`): [`Client::get_fenced_lock`].
+pub type FencedLock = Lock<Fenced>;

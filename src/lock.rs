@@ -13,8 +13,7 @@ use crate::guard::LockGuard;
 use crate::holds::{Gate, Slot};
 use crate::keys;
 use crate::owner::LockOwner;
-use crate::raw::{Acquire, LockKind, Names, Release};
-use crate::scripts;
+use crate::raw::{Acquire, LockKind, Op, Release};
 
 /// The publish command of standalone deployments (Redisson uses `SPUBLISH` only on a cluster).
 const PUBLISH: &str = "PUBLISH";
@@ -129,7 +128,7 @@ impl<K: LockKind> Drop for InFlight<'_, K> {
 
 impl<K: LockKind> Lock<K> {
     pub(crate) fn new(client: Client, name: String, kind: K) -> Self {
-        let channel = keys::lock_channel(&name);
+        let channel = kind.channel(&name);
         Lock {
             shared: Arc::new(Shared {
                 client,
@@ -384,12 +383,16 @@ impl<K: LockKind> Lock<K> {
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
         let mut conn = self.client().inner.conn.clone();
-        let reply: i64 = scripts::force_unlock(self.name(), &self.shared.channel, PUBLISH)
+        let op = self.op("", 0, 0);
+        let reply: i64 = self
+            .shared
+            .kind
+            .force_unlock_script(&op)
             .invoke_async(&mut conn)
             .await
             .map_err(|e| from_script(self.name(), e))?;
         if reply == 1 {
-            self.client().inner.pubsub.wake_one(&self.shared.channel);
+            self.wake_local();
         }
         Ok(reply == 1)
     }
@@ -414,7 +417,16 @@ impl<K: LockKind> Lock<K> {
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
         let mut conn = self.client().inner.conn.clone();
-        Ok(conn.exists(self.name()).await?)
+        match self.shared.kind.is_locked_script(self.name()) {
+            Some(script) => {
+                let locked: i64 = script
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(|e| from_script(self.name(), e))?;
+                Ok(locked == 1)
+            }
+            None => Ok(conn.exists(self.name()).await?),
+        }
     }
 
     /// Whether the current owner holds the lock (Redisson's `isHeldByCurrentThread`).
@@ -529,20 +541,32 @@ impl<K: LockKind> Lock<K> {
     // === the algorithm ===
 
     fn field(&self, owner: LockOwner) -> String {
-        owner.field(&self.client().inner.id)
+        self.shared.kind.field(owner.field(&self.client().inner.id))
     }
 
     fn slot(&self, owner: LockOwner) -> Arc<Slot> {
-        self.client()
-            .inner
-            .holds
-            .slot(self.name(), &self.field(owner))
+        let field = self.field(owner);
+        let renewal = self.shared.kind.renewal(self.name(), &field);
+        self.client().inner.holds.slot(self.name(), &field, renewal)
     }
 
-    fn names(&self) -> Names<'_> {
-        Names {
+    /// The arguments of one script on `field`.
+    fn op<'a>(&'a self, field: &'a str, lease_ms: u64, wait_ms: u64) -> Op<'a> {
+        Op {
             key: &self.shared.name,
             channel: &self.shared.channel,
+            field,
+            lease_ms,
+            publish: PUBLISH,
+            now_ms: epoch_ms(),
+            wait_ms,
+        }
+    }
+
+    /// Wakes local waiters after our own release freed the lock.
+    fn wake_local(&self) {
+        if let Some(all) = self.shared.kind.local_wake() {
+            self.client().inner.pubsub.wake(&self.shared.channel, all);
         }
     }
 
@@ -565,7 +589,7 @@ impl<K: LockKind> Lock<K> {
         let deadline = wait.map(|w| start + w);
         let owner = self.owner();
         let slot = self.slot(owner);
-        let r = self.acquire_slot(owner, &slot, deadline, lease).await;
+        let r = self.acquire_slot(owner, &slot, deadline, wait, lease).await;
         if !matches!(r, Ok(Some(_))) {
             self.client().inner.holds.release_slot(&slot);
         }
@@ -577,23 +601,38 @@ impl<K: LockKind> Lock<K> {
         owner: LockOwner,
         slot: &Arc<Slot>,
         deadline: Option<Instant>,
+        wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard<K>>> {
+        let inner = &self.client().inner;
+        let enqueue = wait != Some(Duration::ZERO);
+        // How long a queued waiter may be absent (fair lock): Redisson uses the wait budget when
+        // one is given, else the fair-lock wait timeout.
+        let wait_ms = match wait {
+            Some(w) if !w.is_zero() => millis(w),
+            _ => millis(inner.config.fair_lock_wait_timeout()),
+        };
+        // A wait that ends without the lock leaves the queue (fair lock), however it ends.
+        let mut leave = enqueue.then(|| QueueExit {
+            lock: self,
+            field: &slot.field,
+            wait_ms,
+            armed: true,
+        });
         // Fast path: one script, no subscription.
-        let ttl_ms = match self.attempt(owner, slot, lease).await? {
-            Attempt::Taken(guard) => return Ok(Some(guard)),
+        let ttl_ms = match self.attempt(owner, slot, lease, wait_ms, enqueue).await? {
+            Attempt::Taken(guard) => return Ok(Some(disarm(&mut leave, guard))),
             Attempt::Held { ttl_ms } => ttl_ms,
         };
         let Some(mut left) = remaining(deadline) else {
             return Ok(None);
         };
-        let inner = &self.client().inner;
+        let wait_channel = self
+            .shared
+            .kind
+            .wait_channel(&self.shared.channel, &slot.field);
         let sub_timeout = inner.config.subscription_timeout().min(left);
-        let channel = match inner
-            .pubsub
-            .subscribe(&self.shared.channel, sub_timeout)
-            .await
-        {
+        let channel = match inner.pubsub.subscribe(&wait_channel, sub_timeout).await {
             Ok(c) => c,
             Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
             Err(e) => return Err(e),
@@ -605,8 +644,8 @@ impl<K: LockKind> Lock<K> {
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pause = match self.attempt(owner, slot, lease).await {
-                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
+            let pause = match self.attempt(owner, slot, lease, wait_ms, enqueue).await {
+                Ok(Attempt::Taken(guard)) => return Ok(Some(disarm(&mut leave, guard))),
                 Ok(Attempt::Held { ttl_ms }) => {
                     failures = 0;
                     last_ttl = ttl_ms;
@@ -648,6 +687,8 @@ impl<K: LockKind> Lock<K> {
         owner: LockOwner,
         slot: &Arc<Slot>,
         lease: Option<Duration>,
+        wait_ms: u64,
+        enqueue: bool,
     ) -> Result<Attempt<K>> {
         let inner = &self.client().inner;
         let lease_ms = millis(lease.unwrap_or(inner.config.watchdog_timeout()));
@@ -657,7 +698,7 @@ impl<K: LockKind> Lock<K> {
         let inv = self
             .shared
             .kind
-            .acquire_script(&self.names(), &slot.field, lease_ms);
+            .acquire_script(&self.op(&slot.field, lease_ms, wait_ms), enqueue);
         let mut conn = inner.conn.clone();
         let fallback = Some((gate.count, gate.watchdog_holds));
         let flight = InFlight {
@@ -678,7 +719,7 @@ impl<K: LockKind> Lock<K> {
         };
         flight.settled();
         match self.shared.kind.parse_acquire(&reply) {
-            Some(Acquire::Taken { count }) => {
+            Some(Acquire::Taken { count, token }) => {
                 if count <= gate.count {
                     // Redis forgot earlier holds (expired, force-unlocked, restarted): they are
                     // lost, and their guards must not release this new hold.
@@ -697,6 +738,7 @@ impl<K: LockKind> Lock<K> {
                     slot.clone(),
                     epoch,
                     lease.map(|l| (l, sent + l)),
+                    token,
                 )))
             }
             Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
@@ -748,14 +790,8 @@ impl<K: LockKind> Lock<K> {
         };
         let mut attempt = 0;
         let reply = loop {
-            let inv = self.shared.kind.release_script(
-                &self.names(),
-                &slot.field,
-                lease_ms,
-                &latch,
-                latch_ttl,
-                PUBLISH,
-            );
+            let op = self.op(&slot.field, lease_ms, 0);
+            let inv = self.shared.kind.release_script(&op, &latch, latch_ttl);
             let mut conn = inner.conn.clone();
             match inv.invoke_async::<Value>(&mut conn).await {
                 Ok(v) => break v,
@@ -795,7 +831,7 @@ impl<K: LockKind> Lock<K> {
             Some(r) => {
                 if r == Release::Released {
                     // Wake a local waiter now instead of waiting for our own message's echo.
-                    inner.pubsub.wake_one(&self.shared.channel);
+                    self.wake_local();
                 }
                 Ok(r)
             }
@@ -823,24 +859,21 @@ impl<K: LockKind> Lock<K> {
             return Ok(());
         }
         let mut conn = self.client().inner.conn.clone();
-        let found: i64 = scripts::trim(
-            &slot.key,
-            &self.shared.channel,
-            &slot.field,
-            gate.count,
-            lease_ms,
-            PUBLISH,
-        )
-        .invoke_async(&mut conn)
-        .await
-        .map_err(|e| from_script(self.name(), e))?;
+        let op = self.op(&slot.field, lease_ms, 0);
+        let found: i64 = self
+            .shared
+            .kind
+            .trim_script(&op, gate.count)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
         gate.dirty = false;
         if found < i64::from(gate.count) {
             // Some holds we counted are gone from Redis.
             slot.lose_gated(gate);
         }
         if gate.count == 0 && found > 0 {
-            self.client().inner.pubsub.wake_one(&self.shared.channel);
+            self.wake_local();
         }
         slot.set_watchdog(gate);
         Ok(())
@@ -872,6 +905,53 @@ impl<K: LockKind> Lock<K> {
             lock.client().inner.holds.release_slot(&slot);
         });
     }
+}
+
+/// Leaves the wait queue (fair lock) when a wait ends without the lock, however it ends:
+/// timeout, error or a dropped future. Kinds without a queue have no cancel script.
+struct QueueExit<'a, K: LockKind> {
+    lock: &'a Lock<K>,
+    field: &'a str,
+    wait_ms: u64,
+    armed: bool,
+}
+
+fn disarm<K: LockKind>(exit: &mut Option<QueueExit<'_, K>>, guard: LockGuard<K>) -> LockGuard<K> {
+    if let Some(e) = exit.as_mut() {
+        e.armed = false;
+    }
+    guard
+}
+
+impl<K: LockKind> Drop for QueueExit<'_, K> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let op = self.lock.op(self.field, 0, self.wait_ms);
+        let Some(inv) = self.lock.shared.kind.cancel_script(&op) else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut conn = self.lock.client().inner.conn.clone();
+        let name = self.lock.name().to_owned();
+        rt.spawn(async move {
+            if let Err(e) = inv.invoke_async::<Value>(&mut conn).await {
+                // The waiter's deadline evicts it from the queue anyway.
+                tracing::warn!(lock = %name, error = %e, "can't leave the fair-lock queue");
+            }
+        });
+    }
+}
+
+/// Milliseconds since the Unix epoch (the fair lock's deadlines use client clocks, as Redisson).
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 fn check_lease(lease: Duration) -> Result<()> {

@@ -104,10 +104,15 @@ impl PubSub {
         }
     }
 
-    /// Wakes one local waiter on `name`, if any (used when our own unlock frees a lock).
-    pub(crate) fn wake_one(&self, name: &str) {
+    /// Wakes one (or every) local waiter on `name`, if any (used when our own unlock frees a
+    /// lock, so a local waiter need not wait for the message's echo).
+    pub(crate) fn wake(&self, name: &str, all: bool) {
         if let Some(c) = self.shared.channels.get(name).and_then(|w| w.upgrade()) {
-            c.notify.notify_one();
+            if all {
+                c.notify.notify_waiters();
+            } else {
+                c.notify.notify_one();
+            }
         }
     }
 

@@ -8,23 +8,57 @@ use std::sync::LazyLock;
 
 use redis::{Script, ScriptInvocation};
 
-pub(crate) static LOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/lock.lua")));
-pub(crate) static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
-pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));
-pub(crate) static TRIM: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/trim.lua")));
+macro_rules! scripts {
+    ($($name:ident => $file:literal,)*) => {
+        $(pub(crate) static $name: LazyLock<Script> =
+            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));)*
+        /// Every script with its file name (for the SHA pins).
+        #[cfg(test)]
+        pub(crate) fn all() -> Vec<(&'static str, &'static Script)> {
+            vec![$(($file, &*$name)),*]
+        }
+    };
+}
 
-/// The unlock message of RLock (`LockPubSub.UNLOCK_MESSAGE`): wakes one waiter per client.
+scripts! {
+    LOCK => "lock.lua",
+    UNLOCK => "unlock.lua",
+    RENEW => "renew.lua",
+    FORCE_UNLOCK => "force_unlock.lua",
+    TRIM => "trim.lua",
+    FENCED_LOCK => "fenced_lock.lua",
+    FAIR_LOCK => "fair_lock.lua",
+    FAIR_UNLOCK => "fair_unlock.lua",
+    FAIR_CANCEL => "fair_cancel.lua",
+    FAIR_FORCE_UNLOCK => "fair_force_unlock.lua",
+    READ_LOCK => "read_lock.lua",
+    READ_UNLOCK => "read_unlock.lua",
+    READ_RENEW => "read_renew.lua",
+    WRITE_LOCK => "write_lock.lua",
+    WRITE_UNLOCK => "write_unlock.lua",
+    RW_FORCE_UNLOCK => "rw_force_unlock.lua",
+    RW_IS_LOCKED => "rw_is_locked.lua",
+}
+
+/// `LockPubSub.UNLOCK_MESSAGE`: wakes one waiter per client.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// `LockPubSub.READ_UNLOCK_MESSAGE`: wakes every waiter (a write lock was released).
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
 pub(crate) fn lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInvocation<'a> {
     let mut inv = LOCK.prepare_invoke();
     inv.key(key).arg(lease_ms).arg(field);
+    inv
+}
+
+pub(crate) fn fenced_lock<'a>(
+    key: &str,
+    token_key: &str,
+    lease_ms: u64,
+    field: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = FENCED_LOCK.prepare_invoke();
+    inv.key(key).key(token_key).arg(lease_ms).arg(field);
     inv
 }
 
@@ -33,7 +67,6 @@ pub(crate) fn unlock<'a>(
     key: &str,
     channel: &str,
     latch: &str,
-    message: &str,
     lease_ms: u64,
     field: &str,
     publish: &str,
@@ -43,7 +76,7 @@ pub(crate) fn unlock<'a>(
     inv.key(key)
         .key(channel)
         .key(latch)
-        .arg(message)
+        .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(field)
         .arg(publish)
@@ -63,48 +96,300 @@ pub(crate) fn renew<'a, 'k>(
     inv
 }
 
+/// `locks`: (RW hash, owner's timeout prefix, read field).
+pub(crate) fn read_renew<'a, 'k>(
+    lease_ms: u64,
+    locks: impl IntoIterator<Item = (&'k str, &'k str, &'k str)>,
+) -> ScriptInvocation<'a> {
+    let mut inv = READ_RENEW.prepare_invoke();
+    inv.arg(lease_ms);
+    for (key, prefix, field) in locks {
+        inv.key(key).key(prefix).arg(field);
+    }
+    inv
+}
+
 pub(crate) fn force_unlock<'a>(key: &str, channel: &str, publish: &str) -> ScriptInvocation<'a> {
     let mut inv = FORCE_UNLOCK.prepare_invoke();
     inv.key(key).key(channel).arg(UNLOCK_MESSAGE).arg(publish);
     inv
 }
 
+/// Trim layouts (ARGV[6] of trim.lua).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Plain,
+    Read,
+    Write,
+}
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn trim<'a>(
     key: &str,
     channel: &str,
+    read_prefix: Option<&str>,
     field: &str,
     target: u32,
     lease_ms: u64,
     publish: &str,
+    layout: Layout,
 ) -> ScriptInvocation<'a> {
+    let (layout, message) = match layout {
+        Layout::Plain => ("plain", UNLOCK_MESSAGE),
+        Layout::Read => ("read", UNLOCK_MESSAGE),
+        Layout::Write => ("write", READ_UNLOCK_MESSAGE),
+    };
     let mut inv = TRIM.prepare_invoke();
     inv.key(key)
         .key(channel)
+        .key(read_prefix.unwrap_or(key))
         .arg(field)
         .arg(target)
         .arg(lease_ms)
+        .arg(publish)
+        .arg(message)
+        .arg(layout);
+    inv
+}
+
+/// KEYS of every fair-lock script: lock, queue, deadlines.
+pub(crate) struct FairKeys<'k> {
+    pub(crate) lock: &'k str,
+    pub(crate) queue: &'k str,
+    pub(crate) timeouts: &'k str,
+    pub(crate) channel: &'k str,
+}
+
+pub(crate) fn fair_lock<'a>(
+    k: &FairKeys<'_>,
+    lease_ms: u64,
+    field: &str,
+    wait_ms: u64,
+    now_ms: u64,
+    enqueue: bool,
+) -> ScriptInvocation<'a> {
+    let mut inv = FAIR_LOCK.prepare_invoke();
+    inv.key(k.lock)
+        .key(k.queue)
+        .key(k.timeouts)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(wait_ms)
+        .arg(now_ms)
+        .arg(if enqueue { "1" } else { "0" });
+    inv
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fair_unlock<'a>(
+    k: &FairKeys<'_>,
+    latch: &str,
+    lease_ms: u64,
+    field: &str,
+    now_ms: u64,
+    publish: &str,
+    latch_ttl_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = FAIR_UNLOCK.prepare_invoke();
+    inv.key(k.lock)
+        .key(k.queue)
+        .key(k.timeouts)
+        .key(k.channel)
+        .key(latch)
+        .arg(UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(now_ms)
+        .arg(publish)
+        .arg(latch_ttl_ms);
+    inv
+}
+
+pub(crate) fn fair_cancel<'a>(
+    k: &FairKeys<'_>,
+    field: &str,
+    wait_ms: u64,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = FAIR_CANCEL.prepare_invoke();
+    inv.key(k.queue)
+        .key(k.timeouts)
+        .key(k.lock)
+        .key(k.channel)
+        .arg(field)
+        .arg(wait_ms)
         .arg(publish)
         .arg(UNLOCK_MESSAGE);
     inv
 }
 
+pub(crate) fn fair_force_unlock<'a>(
+    k: &FairKeys<'_>,
+    now_ms: u64,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = FAIR_FORCE_UNLOCK.prepare_invoke();
+    inv.key(k.lock)
+        .key(k.queue)
+        .key(k.timeouts)
+        .key(k.channel)
+        .arg(UNLOCK_MESSAGE)
+        .arg(now_ms)
+        .arg(publish);
+    inv
+}
+
+pub(crate) fn read_lock<'a>(
+    key: &str,
+    timeout_prefix: &str,
+    lease_ms: u64,
+    field: &str,
+    write_field: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = READ_LOCK.prepare_invoke();
+    inv.key(key)
+        .key(timeout_prefix)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(write_field);
+    inv
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_unlock<'a>(
+    key: &str,
+    channel: &str,
+    timeout_prefix: &str,
+    key_prefix: &str,
+    latch: &str,
+    field: &str,
+    publish: &str,
+    latch_ttl_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = READ_UNLOCK.prepare_invoke();
+    inv.key(key)
+        .key(channel)
+        .key(timeout_prefix)
+        .key(key_prefix)
+        .key(latch)
+        .arg(UNLOCK_MESSAGE)
+        .arg(field)
+        .arg(publish)
+        .arg(latch_ttl_ms);
+    inv
+}
+
+pub(crate) fn write_lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInvocation<'a> {
+    let mut inv = WRITE_LOCK.prepare_invoke();
+    inv.key(key).arg(lease_ms).arg(field);
+    inv
+}
+
+pub(crate) fn write_unlock<'a>(
+    key: &str,
+    channel: &str,
+    latch: &str,
+    lease_ms: u64,
+    field: &str,
+    publish: &str,
+    latch_ttl_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = WRITE_UNLOCK.prepare_invoke();
+    inv.key(key)
+        .key(channel)
+        .key(latch)
+        .arg(READ_UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(field)
+        .arg(publish)
+        .arg(latch_ttl_ms);
+    inv
+}
+
+/// `mode`: `read` or `write`.
+pub(crate) fn rw_force_unlock<'a>(
+    key: &str,
+    channel: &str,
+    mode: &str,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let message = if mode == "write" {
+        READ_UNLOCK_MESSAGE
+    } else {
+        UNLOCK_MESSAGE
+    };
+    let mut inv = RW_FORCE_UNLOCK.prepare_invoke();
+    inv.key(key)
+        .key(channel)
+        .arg(mode)
+        .arg(message)
+        .arg(publish);
+    inv
+}
+
+pub(crate) fn rw_is_locked<'a>(key: &str, mode: &str) -> ScriptInvocation<'a> {
+    let mut inv = RW_IS_LOCKED.prepare_invoke();
+    inv.key(key).arg(mode);
+    inv
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// Pins every script's SHA1: editing a Redisson-compatible script must be deliberate, and
-    /// must come with a reviewed update of this table.
+    /// must come with a reviewed update of this table (`sha1sum lua/*.lua`).
     #[test]
     fn script_hashes_are_pinned() {
         let pinned = [
-            ("lock", &LOCK, "0b13298217aa66a6663ca8530ea763c3d434ae50"),
-            ("unlock", &UNLOCK, "befa8dddca0ccedf9c31c23d191cc419a6344567"),
-            ("renew", &RENEW, "9c5aa92ab0197ce75f9595adfd2094055ffb83ef"),
-            ("force_unlock", &FORCE_UNLOCK, "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb"),
-            ("trim", &TRIM, "6626487fe3b0d390d9ec8f98e239ec5b5c5b0be6"),
+            ("lock.lua", "0b13298217aa66a6663ca8530ea763c3d434ae50"),
+            ("unlock.lua", "befa8dddca0ccedf9c31c23d191cc419a6344567"),
+            ("renew.lua", "9c5aa92ab0197ce75f9595adfd2094055ffb83ef"),
+            (
+                "force_unlock.lua",
+                "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb",
+            ),
+            ("trim.lua", "6491bdf97f658e9639e66e3d6ee2565d9b49ca91"),
+            (
+                "fenced_lock.lua",
+                "9025b303a578f9c7b7c98cf3a1e20ac62f7187fb",
+            ),
+            ("fair_lock.lua", "06f5e203c1519e904ca6dcdf9a331bae5c444bbb"),
+            (
+                "fair_unlock.lua",
+                "1b4350c13814d60e6a6c4500592e5a5b1b11881d",
+            ),
+            (
+                "fair_cancel.lua",
+                "2950f02368ee38c790fe19590a88bf977d579f34",
+            ),
+            (
+                "fair_force_unlock.lua",
+                "a87c8e3b70588708d4e9805a66b17df62dced59f",
+            ),
+            ("read_lock.lua", "4a22ed1987246e76dc044257ffc9cb28ebdb0a84"),
+            (
+                "read_unlock.lua",
+                "ac3fe3d49c04b269f7375595f95b4a0ddb8c7443",
+            ),
+            ("read_renew.lua", "67d6aa1e772ccc39c1e80ad9111d410ba2de81fb"),
+            ("write_lock.lua", "0bf3dbdf9a0780bdc50e0bd1ef842a73b1ec9bc1"),
+            (
+                "write_unlock.lua",
+                "eb2edcde2531a7569ebadea4c01a8a99db255e5b",
+            ),
+            (
+                "rw_force_unlock.lua",
+                "94e0f91b09faa4f2da742707396a974f7ade6449",
+            ),
+            (
+                "rw_is_locked.lua",
+                "56f8b893ed2242edfb42babb6d059423b0b89bea",
+            ),
         ];
-        for (name, script, sha) in pinned {
-            assert_eq!(script.get_hash(), sha, "lua/{name}.lua changed");
+        let all = super::all();
+        assert_eq!(all.len(), pinned.len(), "every script is pinned");
+        for ((file, script), (pfile, sha)) in all.into_iter().zip(pinned) {
+            assert_eq!(file, pfile);
+            assert_eq!(script.get_hash(), sha, "lua/{file} changed");
         }
     }
 }

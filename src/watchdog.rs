@@ -17,6 +17,7 @@ use redis::Value;
 use crate::client::ClientInner;
 use crate::config::millis;
 use crate::holds::Slot;
+use crate::raw::Renewal;
 use crate::scripts;
 
 /// Keys renewed per script (Redisson's `lockWatchdogBatchSize`).
@@ -56,15 +57,34 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     let lease = client.config.watchdog_timeout();
     let lease_ms = millis(lease);
     let started = Instant::now();
-    let batches = slots.chunks(BATCH).map(|chunk| {
-        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
-        let inv = scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field)));
-        let mut conn = client.conn.clone();
-        async move {
-            let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
-            (chunk, epochs, reply)
-        }
-    });
+    // One script per batch of one renewal kind (plain hashes, read holds).
+    let (hashes, reads): (Vec<_>, Vec<_>) = slots
+        .into_iter()
+        .partition(|s| matches!(s.renewal, Renewal::Hash));
+    let batches = hashes
+        .chunks(BATCH)
+        .chain(reads.chunks(BATCH))
+        .map(|chunk| {
+            let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
+            let inv = match chunk.first().map(|s| &s.renewal) {
+                Some(Renewal::Read { .. }) => scripts::read_renew(
+                    lease_ms,
+                    chunk.iter().map(|s| {
+                        let prefix = match &s.renewal {
+                            Renewal::Read { timeout_prefix } => timeout_prefix.as_str(),
+                            Renewal::Hash => "",
+                        };
+                        (&*s.key, prefix, &*s.field)
+                    }),
+                ),
+                _ => scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field))),
+            };
+            let mut conn = client.conn.clone();
+            async move {
+                let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
+                (chunk, epochs, reply)
+            }
+        });
     for (chunk, epochs, reply) in join_all(batches).await {
         match reply {
             Ok(Value::Array(results)) if results.len() == chunk.len() => {

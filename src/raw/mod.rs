@@ -1,28 +1,44 @@
 //! Lock kinds: the per-kind scripts behind the one generic algorithm in [`Lock`](crate::Lock).
 //!
-//! A kind says which scripts acquire and release it, how their replies read, and which message
-//! its release publishes. Everything else (owners, waiting, leases, the watchdog, cancellation)
-//! is written once in `lock.rs`.
+//! A kind says which scripts acquire, release, trim and force-unlock it, how their replies
+//! read, which channel its waiters wait on and what its release wakes. Everything else (owners,
+//! waiting, leases, the watchdog, cancellation) is written once in `lock.rs`.
 
+mod fair;
+mod fenced;
 mod reentrant;
+mod rw;
 
+pub use fair::Fair;
+pub use fenced::Fenced;
 pub use reentrant::Reentrant;
+pub use rw::{Read, Write};
 
 use redis::{ScriptInvocation, Value};
+
+use crate::scripts::{self, Layout};
 
 /// What one acquire attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquire {
-    /// Taken; the owner's hold count is now `count`.
-    Taken { count: u32 },
-    /// Held by someone else, who has `ttl_ms` left (`-1`: no expiry).
-    Held { ttl_ms: i64 },
+    /// Taken; the owner's hold count is now `count`; `token` for fenced locks.
+    Taken {
+        /// The owner's hold count after this acquisition.
+        count: u32,
+        /// The fencing token, for kinds that issue one.
+        token: Option<i64>,
+    },
+    /// Held by someone else: wait at most `ttl_ms` (`-1`: until a message) before trying again.
+    Held {
+        /// Milliseconds to wait at most.
+        ttl_ms: i64,
+    },
 }
 
 /// What one release found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {
-    /// The last hold went; the lock was deleted and waiters notified.
+    /// The last hold went; waiters were notified.
     Released,
     /// Holds remain (re-entered), lease re-applied.
     StillHeld,
@@ -30,47 +46,146 @@ pub enum Release {
     NotHeld,
 }
 
-/// The names one lock operation touches.
+/// How the watchdog renews a hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// `PEXPIRE` the hash while the field exists (RLock, fair, fenced, write).
+    Hash,
+    /// The read-lock renewal: the hash and the owner's `rwlock_timeout:<n>` keys.
+    Read {
+        /// `{<name>}:<field>:rwlock_timeout`.
+        timeout_prefix: String,
+    },
+}
+
+/// The names and arguments of one operation.
 #[derive(Debug)]
-pub struct Names<'a> {
+pub struct Op<'a> {
+    /// The lock key.
     pub key: &'a str,
+    /// The kind's unlock channel.
     pub channel: &'a str,
+    /// The owner's hash field (already adjusted by the kind).
+    pub field: &'a str,
+    /// Lease in milliseconds.
+    pub lease_ms: u64,
+    /// Publish command.
+    pub publish: &'a str,
+    /// Epoch milliseconds (client clock), for kinds that need it.
+    pub now_ms: u64,
+    /// How long a queued waiter may be absent (fair lock), in milliseconds.
+    pub wait_ms: u64,
 }
 
 /// The scripts of one lock kind. Public only inside the crate (the module is private), which
 /// seals [`LockKind`].
 pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
-    /// Script that takes (or re-enters) the lock for `field` with `lease_ms`.
-    fn acquire_script<'a>(
-        &self,
-        names: &Names<'_>,
-        field: &str,
-        lease_ms: u64,
-    ) -> ScriptInvocation<'a>;
+    /// The unlock channel for lock `name`.
+    fn channel(&self, name: &str) -> String {
+        crate::keys::lock_channel(name)
+    }
+
+    /// The hash field for the owner's base field `<uuid>:<id>`.
+    fn field(&self, base: String) -> String {
+        base
+    }
+
+    /// The channel a waiter with `field` waits on (the fair lock gives each waiter its own).
+    fn wait_channel(&self, channel: &str, _field: &str) -> String {
+        channel.to_owned()
+    }
+
+    /// Script that takes (or re-enters) the lock. `enqueue`: the caller is prepared to wait.
+    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a>;
 
     /// Reads the acquire script's reply.
-    fn parse_acquire(&self, reply: &Value) -> Option<Acquire>;
+    fn parse_acquire(&self, reply: &Value) -> Option<Acquire> {
+        parse_acquire(reply)
+    }
 
-    /// Script that releases one hold of `field`, idempotent through `latch`.
-    #[allow(clippy::too_many_arguments)]
+    /// Script that releases one hold, idempotent through `latch`.
     fn release_script<'a>(
         &self,
-        names: &Names<'_>,
-        field: &str,
-        lease_ms: u64,
+        op: &Op<'_>,
         latch: &str,
         latch_ttl_ms: u64,
-        publish: &str,
     ) -> ScriptInvocation<'a>;
 
     /// Reads the release script's reply.
-    fn parse_release(&self, reply: &Value) -> Option<Release>;
+    fn parse_release(&self, reply: &Value) -> Option<Release> {
+        match reply {
+            Value::Nil => Some(Release::NotHeld),
+            Value::Int(0) => Some(Release::StillHeld),
+            Value::Int(1) => Some(Release::Released),
+            _ => None,
+        }
+    }
+
+    /// Script that brings the owner's count down to `target` (see `lua/trim.lua`).
+    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
+        scripts::trim(
+            op.key,
+            op.channel,
+            None,
+            op.field,
+            target,
+            op.lease_ms,
+            op.publish,
+            Layout::Plain,
+        )
+    }
+
+    /// Script run when a wait ends without the lock (timeout, error, cancellation).
+    fn cancel_script<'a>(&self, _op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
+        None
+    }
+
+    /// Script that deletes the lock whoever holds it; replies 1 or 0.
+    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::force_unlock(op.key, op.channel, op.publish)
+    }
+
+    /// Script answering "is it locked" when `EXISTS` is not the answer; replies 1 or 0.
+    fn is_locked_script<'a>(&self, _key: &str) -> Option<ScriptInvocation<'a>> {
+        None
+    }
+
+    /// Whether our own final release wakes every local waiter (`1`) or one (`0`); `None` when
+    /// the woken waiter has its own channel (fair lock) and the server's message must do it.
+    fn local_wake(&self) -> Option<bool> {
+        Some(false)
+    }
+
+    /// How the watchdog renews a hold of `field` on `key`.
+    fn renewal(&self, _key: &str, _field: &str) -> Renewal {
+        Renewal::Hash
+    }
 }
 
 /// A kind of lock (sealed: the kinds are the ones this crate implements).
 ///
-/// [`RLock`](crate::RLock) is `Lock<Reentrant>`; other kinds plug their scripts in here without
-/// a second copy of the waiting, lease and watchdog logic.
+/// [`RLock`](crate::RLock) is `Lock<Reentrant>`; [`FairLock`](crate::FairLock),
+/// [`FencedLock`](crate::FencedLock) and the two sides of a
+/// [`ReadWriteLock`](crate::ReadWriteLock) plug their scripts into the same algorithm.
 pub trait LockKind: RawLock {}
 
 impl<T: RawLock> LockKind for T {}
+
+/// The common acquire reply: `{count}` or `{count, token}` when taken, an integer TTL otherwise.
+pub(crate) fn parse_acquire(reply: &Value) -> Option<Acquire> {
+    match reply {
+        Value::Array(v) => match v.as_slice() {
+            [Value::Int(c)] => Some(Acquire::Taken {
+                count: u32::try_from(*c).ok()?,
+                token: None,
+            }),
+            [Value::Int(c), Value::Int(t)] => Some(Acquire::Taken {
+                count: u32::try_from(*c).ok()?,
+                token: Some(*t),
+            }),
+            _ => None,
+        },
+        Value::Int(ttl) => Some(Acquire::Held { ttl_ms: *ttl }),
+        _ => None,
+    }
+}

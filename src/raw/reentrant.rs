@@ -1,8 +1,8 @@
 //! Redisson's RLock: a hash `<name>` with field `<uuid>:<id>` -> hold count.
 
-use redis::{ScriptInvocation, Value};
+use redis::ScriptInvocation;
 
-use super::{Acquire, Names, RawLock, Release};
+use super::{Op, RawLock};
 use crate::scripts;
 
 /// The reentrant lock kind: Redisson's `RLock` (`RedissonLock`).
@@ -17,55 +17,24 @@ use crate::scripts;
 pub struct Reentrant;
 
 impl RawLock for Reentrant {
-    fn acquire_script<'a>(
-        &self,
-        names: &Names<'_>,
-        field: &str,
-        lease_ms: u64,
-    ) -> ScriptInvocation<'a> {
-        scripts::lock(names.key, lease_ms, field)
-    }
-
-    fn parse_acquire(&self, reply: &Value) -> Option<Acquire> {
-        match reply {
-            Value::Array(v) => match v.as_slice() {
-                [Value::Int(c)] => Some(Acquire::Taken {
-                    count: u32::try_from(*c).ok()?,
-                }),
-                _ => None,
-            },
-            Value::Int(ttl) => Some(Acquire::Held { ttl_ms: *ttl }),
-            _ => None,
-        }
+    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+        scripts::lock(op.key, op.lease_ms, op.field)
     }
 
     fn release_script<'a>(
         &self,
-        names: &Names<'_>,
-        field: &str,
-        lease_ms: u64,
+        op: &Op<'_>,
         latch: &str,
         latch_ttl_ms: u64,
-        publish: &str,
     ) -> ScriptInvocation<'a> {
         scripts::unlock(
-            names.key,
-            names.channel,
+            op.key,
+            op.channel,
             latch,
-            scripts::UNLOCK_MESSAGE,
-            lease_ms,
-            field,
-            publish,
+            op.lease_ms,
+            op.field,
+            op.publish,
             latch_ttl_ms,
         )
-    }
-
-    fn parse_release(&self, reply: &Value) -> Option<Release> {
-        match reply {
-            Value::Nil => Some(Release::NotHeld),
-            Value::Int(0) => Some(Release::StillHeld),
-            Value::Int(1) => Some(Release::Released),
-            _ => None,
-        }
     }
 }

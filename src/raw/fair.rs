@@ -1,0 +1,98 @@
+//! Redisson's RFairLock: an RLock granted in arrival order through a queue.
+
+use redis::ScriptInvocation;
+
+use super::{Op, RawLock};
+use crate::keys;
+use crate::scripts::{self, FairKeys};
+
+/// The fair lock kind: Redisson's `RFairLock` (`RedissonFairLock`).
+///
+/// Waiters queue in arrival order; each waits on its own channel and the release wakes only the
+/// queue head. A waiter absent for longer than the fair-lock wait timeout
+/// ([`Config::with_fair_lock_wait_timeout`](crate::Config::with_fair_lock_wait_timeout),
+/// default 5 minutes as in Redisson) is dropped from the queue, so a dead waiter cannot block it
+/// forever. A wait that times out or is cancelled leaves the queue.
+///
+/// Unlike Redisson, a queued waiter whose turn has not come while the lock is free sleeps until
+/// the head's deadline (woken earlier by a message), instead of retrying in a 0 ms loop.
+///
+/// # Redisson compatibility
+///
+/// * Key `<name>`: the RLock hash.
+/// * Queue `redisson_lock_queue:{<name>}` (LIST of owner fields) and deadlines
+///   `redisson_lock_timeout:{<name>}` (ZSET, epoch ms from the client clock, as Redisson).
+/// * Per-waiter channel `redisson_lock__channel:{<name>}:<uuid>:<id>`, message `0`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fair;
+
+fn fair_keys<'k>(op: &'k Op<'_>, queue: &'k str, timeouts: &'k str) -> FairKeys<'k> {
+    FairKeys {
+        lock: op.key,
+        queue,
+        timeouts,
+        channel: op.channel,
+    }
+}
+
+fn names(key: &str) -> (String, String) {
+    (
+        keys::prefix_name(keys::FAIR_QUEUE_PREFIX, key),
+        keys::prefix_name(keys::FAIR_TIMEOUT_PREFIX, key),
+    )
+}
+
+impl RawLock for Fair {
+    fn wait_channel(&self, channel: &str, field: &str) -> String {
+        format!("{channel}:{field}")
+    }
+
+    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a> {
+        let (queue, timeouts) = names(op.key);
+        scripts::fair_lock(
+            &fair_keys(op, &queue, &timeouts),
+            op.lease_ms,
+            op.field,
+            op.wait_ms,
+            op.now_ms,
+            enqueue,
+        )
+    }
+
+    fn release_script<'a>(
+        &self,
+        op: &Op<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> ScriptInvocation<'a> {
+        let (queue, timeouts) = names(op.key);
+        scripts::fair_unlock(
+            &fair_keys(op, &queue, &timeouts),
+            latch,
+            op.lease_ms,
+            op.field,
+            op.now_ms,
+            op.publish,
+            latch_ttl_ms,
+        )
+    }
+
+    fn cancel_script<'a>(&self, op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
+        let (queue, timeouts) = names(op.key);
+        Some(scripts::fair_cancel(
+            &fair_keys(op, &queue, &timeouts),
+            op.field,
+            op.wait_ms,
+            op.publish,
+        ))
+    }
+
+    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        let (queue, timeouts) = names(op.key);
+        scripts::fair_force_unlock(&fair_keys(op, &queue, &timeouts), op.now_ms, op.publish)
+    }
+
+    fn local_wake(&self) -> Option<bool> {
+        None
+    }
+}

@@ -1,0 +1,46 @@
+//! Redisson's RFencedLock: an RLock whose every acquisition takes a token from a counter.
+
+use redis::ScriptInvocation;
+
+use super::{Op, RawLock};
+use crate::{keys, scripts};
+
+/// The fenced lock kind: Redisson's `RFencedLock` (`RedissonFencedLock`).
+///
+/// Every acquisition, re-entry included, increments the counter `redisson_lock_token:{<name>}`
+/// in the same script and hands the new value to the guard
+/// ([`LockGuard::token`](crate::LockGuard::token)). Tokens strictly increase across holders, so
+/// a resource that remembers the highest token it has seen can reject a stale holder's write.
+///
+/// # Redisson compatibility
+///
+/// * Key `<name>`: the RLock hash (same fields, same lease), so RLock and RFencedLock on one name
+///   exclude each other.
+/// * Counter `redisson_lock_token:{<name>}`: a STRING, `INCR` per acquisition, no expiry.
+/// * Channel `redisson_lock__channel:{<name>}`, message `0`; unlock as RLock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fenced;
+
+impl RawLock for Fenced {
+    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+        let token_key = keys::prefix_name(keys::TOKEN_PREFIX, op.key);
+        scripts::fenced_lock(op.key, &token_key, op.lease_ms, op.field)
+    }
+
+    fn release_script<'a>(
+        &self,
+        op: &Op<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> ScriptInvocation<'a> {
+        scripts::unlock(
+            op.key,
+            op.channel,
+            latch,
+            op.lease_ms,
+            op.field,
+            op.publish,
+            latch_ttl_ms,
+        )
+    }
+}

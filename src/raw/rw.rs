@@ -1,0 +1,169 @@
+//! Redisson's RReadWriteLock: one hash with a `mode` field shared by a read and a write side.
+
+use redis::ScriptInvocation;
+
+use super::{Op, RawLock, Renewal};
+use crate::keys;
+use crate::scripts::{self, Layout};
+
+/// The read side of a [`ReadWriteLock`](crate::ReadWriteLock): Redisson's `RedissonReadLock`.
+///
+/// Any number of owners may read at once; an owner holding the write side may also read
+/// (downgrade); a reader may not upgrade to write while other readers hold (as in Redisson, that
+/// waits). Each read hold has its own timeout key, so a dead reader's hold expires on its own.
+///
+/// # Redisson compatibility
+///
+/// * Hash `<name>`: `mode` -> `read`, field `<uuid>:<id>` -> read hold count.
+/// * Timeout keys `{<name>}:<uuid>:<id>:rwlock_timeout:<n>`, one per read hold, PX = lease.
+/// * Channel `redisson_rwlock:{<name>}`; a read release that frees the lock publishes `0`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Read;
+
+/// The write side of a [`ReadWriteLock`](crate::ReadWriteLock): Redisson's `RedissonWriteLock`.
+///
+/// Exclusive against readers and other writers; re-entrant. As in Redisson, a write re-entry adds
+/// its lease to the remaining TTL.
+///
+/// # Redisson compatibility
+///
+/// * Hash `<name>`: `mode` -> `write`, field `<uuid>:<id>:write` -> write hold count.
+/// * Channel `redisson_rwlock:{<name>}`; the final write release publishes `1`, which wakes every
+///   waiter (all readers may enter).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Write;
+
+/// `{<name>}:<field>:rwlock_timeout` (Redisson's `getReadWriteTimeoutNamePrefix`).
+fn timeout_prefix(key: &str, field: &str) -> String {
+    let mut s = keys::suffix_name(key, field);
+    s.push_str(":rwlock_timeout");
+    s
+}
+
+/// `{<name>}`, or `<name>` when the name contains `{` (Redisson's `getKeyPrefix`).
+fn key_prefix(key: &str) -> String {
+    if key.contains('{') {
+        key.to_owned()
+    } else {
+        format!("{{{key}}}")
+    }
+}
+
+impl RawLock for Read {
+    fn channel(&self, name: &str) -> String {
+        keys::rwlock_channel(name)
+    }
+
+    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+        let write_field = format!("{}:write", op.field);
+        scripts::read_lock(
+            op.key,
+            &timeout_prefix(op.key, op.field),
+            op.lease_ms,
+            op.field,
+            &write_field,
+        )
+    }
+
+    fn release_script<'a>(
+        &self,
+        op: &Op<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> ScriptInvocation<'a> {
+        scripts::read_unlock(
+            op.key,
+            op.channel,
+            &timeout_prefix(op.key, op.field),
+            &key_prefix(op.key),
+            latch,
+            op.field,
+            op.publish,
+            latch_ttl_ms,
+        )
+    }
+
+    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
+        scripts::trim(
+            op.key,
+            op.channel,
+            Some(&timeout_prefix(op.key, op.field)),
+            op.field,
+            target,
+            op.lease_ms,
+            op.publish,
+            Layout::Read,
+        )
+    }
+
+    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::rw_force_unlock(op.key, op.channel, "read", op.publish)
+    }
+
+    fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
+        Some(scripts::rw_is_locked(key, "read"))
+    }
+
+    fn renewal(&self, key: &str, field: &str) -> Renewal {
+        Renewal::Read {
+            timeout_prefix: timeout_prefix(key, field),
+        }
+    }
+}
+
+impl RawLock for Write {
+    fn channel(&self, name: &str) -> String {
+        keys::rwlock_channel(name)
+    }
+
+    fn field(&self, mut base: String) -> String {
+        base.push_str(":write");
+        base
+    }
+
+    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+        scripts::write_lock(op.key, op.lease_ms, op.field)
+    }
+
+    fn release_script<'a>(
+        &self,
+        op: &Op<'_>,
+        latch: &str,
+        latch_ttl_ms: u64,
+    ) -> ScriptInvocation<'a> {
+        scripts::write_unlock(
+            op.key,
+            op.channel,
+            latch,
+            op.lease_ms,
+            op.field,
+            op.publish,
+            latch_ttl_ms,
+        )
+    }
+
+    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
+        scripts::trim(
+            op.key,
+            op.channel,
+            None,
+            op.field,
+            target,
+            op.lease_ms,
+            op.publish,
+            Layout::Write,
+        )
+    }
+
+    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::rw_force_unlock(op.key, op.channel, "write", op.publish)
+    }
+
+    fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
+        Some(scripts::rw_is_locked(key, "write"))
+    }
+
+    fn local_wake(&self) -> Option<bool> {
+        Some(true)
+    }
+}
