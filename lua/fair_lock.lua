@@ -12,7 +12,7 @@
 --
 -- Returns: acquired -> {new hold count}; otherwise the milliseconds to wait at most before trying
 -- again (-1: wait for a message only). Unlike Redisson, a queued waiter whose turn has not come
--- while the lock is free waits until the head's deadline, never 0 ms (no spinning).
+-- waits at most until the head's deadline, and never 0 ms while the lock is free (no spinning).
 local now = tonumber(ARGV[4])
 
 -- 1. Drop waiters whose deadline passed, from the head.
@@ -46,16 +46,21 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     return {count}
 end
 
--- How long a waiter should wait: the holder's PTTL, or while the lock is free but it is another
--- waiter's turn, until that head waiter's deadline.
+-- How long a waiter should wait at most: until the holder's lease runs out or, when another
+-- waiter is at the head, until that waiter's deadline, whichever comes first. A release wakes
+-- only the head; if the head is dead, nobody is told when its deadline passes, so the waiters
+-- behind it must come back by then (whether the lock is free or still held).
 local function wait_hint()
     local ttl = redis.call('pttl', KEYS[1])
-    if ttl ~= -2 then return ttl end
     local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
+    if head ~= false and head ~= ARGV[2] then
         local deadline = redis.call('zscore', KEYS[3], head)
-        if deadline ~= false then return math.max(1, tonumber(deadline) - now) end
+        if deadline ~= false then
+            local until_head = math.max(1, tonumber(deadline) - now)
+            if ttl < 0 or until_head < ttl then return until_head end
+        end
     end
+    if ttl ~= -2 then return ttl end
     return 1
 end
 

@@ -6,14 +6,15 @@
 --
 -- KEYS[1]  lock hash `<name>`
 -- KEYS[2]  the lock kind's unlock channel
--- KEYS[3]  read holds only: the owner's timeout prefix `{<name>}:<field>:rwlock_timeout`
---          (any key of the same slot otherwise; it is not touched)
+-- KEYS[3]  read holds: the owner's timeout prefix `{<name>}:<field>:rwlock_timeout`;
+--          fair lock: the queue `redisson_lock_queue:{<name>}`, whose head is woken on its own
+--          channel `<KEYS[2]>:<head>`; any key of the same slot otherwise (it is not touched)
 -- ARGV[1]  owner field
 -- ARGV[2]  target hold count (the holds the client knows about; 0 = none)
 -- ARGV[3]  lease in milliseconds, re-applied when holds remain
 -- ARGV[4]  publish command
 -- ARGV[5]  message published when the lock is freed (`0`, or `1` for a write lock)
--- ARGV[6]  layout: `plain` (RLock, fair, fenced), `read` or `write` (read-write lock hash)
+-- ARGV[6]  layout: `plain` (RLock, fenced), `fair`, `read` or `write` (read-write lock hash)
 --
 -- Returns: the hold count found before trimming (0 when the field is absent).
 local found = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
@@ -33,9 +34,17 @@ if target > 0 then
 end
 redis.call('hdel', KEYS[1], ARGV[1])
 local left = redis.call('hlen', KEYS[1])
-if left == 0 or (ARGV[6] ~= 'plain' and left == 1 and redis.call('hexists', KEYS[1], 'mode') == 1) then
+local rw = ARGV[6] == 'read' or ARGV[6] == 'write'
+if left == 0 or (rw and left == 1 and redis.call('hexists', KEYS[1], 'mode') == 1) then
     redis.call('del', KEYS[1])
-    redis.call(ARGV[4], KEYS[2], ARGV[5])
+    if ARGV[6] == 'fair' then
+        local head = redis.call('lindex', KEYS[3], 0)
+        if head ~= false then
+            redis.call(ARGV[4], KEYS[2] .. ':' .. head, ARGV[5])
+        end
+    else
+        redis.call(ARGV[4], KEYS[2], ARGV[5])
+    end
 elseif ARGV[6] == 'write' then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::Notify;
 
-use crate::config::Config;
+use crate::config::{Config, ShardedPubSub, Topology};
+use crate::conn::Conn;
 use crate::error::{LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
-use crate::pubsub::PubSub;
+use crate::pubsub::{PubSub, Source};
 use crate::raw::{Fair, Fenced, Reentrant};
 use crate::rwlock::ReadWriteLock;
 use crate::watchdog;
@@ -57,7 +57,9 @@ pub struct Client {
 pub(crate) struct ClientInner {
     pub(crate) id: Arc<str>,
     pub(crate) config: Config,
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
+    /// `PUBLISH`, or `SPUBLISH` with sharded pub/sub on a cluster.
+    pub(crate) publish: &'static str,
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Holds,
     pub(crate) watchdog_wake: Arc<Notify>,
@@ -125,30 +127,40 @@ impl Client {
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
-        let redis_client = redis::Client::open(config.url())?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(config.response_timeout()))
-            .set_connection_timeout(Some(config.connection_timeout()))
-            .set_number_of_retries(config.retry_attempts() as usize)
-            .set_min_delay(config.retry_delay())
-            .set_max_delay(crate::config::MAX_RETRY_DELAY);
-        // The first connection fails fast: no retries, one connection timeout at most.
-        let first = tokio::time::timeout(
-            config.connection_timeout(),
-            redis_client.get_multiplexed_async_connection(),
-        )
-        .await
-        .map_err(|_| LockError::Timeout {
-            what: "connecting to Redis",
-            waited: config.connection_timeout(),
-        })??;
-        drop(first);
-        let conn = ConnectionManager::new_with_config(redis_client.clone(), manager_config).await?;
-        let pubsub = PubSub::start(redis_client, &config);
+        let mut conn = Conn::connect(&config).await?;
+        let sharded = match (config.topology(), config.sharded_pubsub()) {
+            (Topology::Cluster { .. }, ShardedPubSub::On) => true,
+            (Topology::Cluster { .. }, ShardedPubSub::Auto) => {
+                // Redisson's AUTO probe: sharded when the cluster knows the command (Redis 7+).
+                redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .query_async::<redis::Value>(&mut conn)
+                    .await
+                    .is_ok()
+            }
+            _ => false,
+        };
+        let source = match config.topology() {
+            Topology::Single { url } => Source::Fixed(redis::Client::open(url.as_str())?),
+            Topology::Cluster { nodes } => Source::Cluster {
+                nodes: nodes.clone(),
+                sharded,
+            },
+            Topology::Sentinel { .. } => match conn.sentinel() {
+                Some(s) => Source::Sentinel(s),
+                None => {
+                    return Err(LockError::InvalidArgument(
+                        "sentinel topology without a sentinel connection",
+                    ))
+                }
+            },
+        };
+        let pubsub = PubSub::start(source, &config);
         let wake = Arc::new(Notify::new());
         let inner = Arc::new_cyclic(|weak| ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),
             conn,
+            publish: if sharded { "SPUBLISH" } else { "PUBLISH" },
             pubsub,
             holds: Holds::default(),
             watchdog_wake: wake.clone(),
@@ -223,8 +235,21 @@ impl Client {
     }
 
     /// A clone of the command connection, for your own commands next to the locks.
-    pub fn connection(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> redis::RedisResult<()> {
+    /// use redis::AsyncCommands;
+    /// let mut conn = client.connection();
+    /// let _: () = conn.set("greeting", "hello").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn connection(&self) -> crate::conn::Connection {
+        crate::conn::Connection(self.inner.conn.clone())
+    }
+
+    /// Whether unlock notifications use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`).
+    pub fn is_sharded_pubsub(&self) -> bool {
+        self.inner.publish == "SPUBLISH"
     }
 
     /// Diagnostics: what this client currently tracks.

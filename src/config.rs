@@ -25,6 +25,48 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Upper bound of the delay between tries.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 
+/// How long `WAIT` may take for replicas to confirm a lock write (Redisson's
+/// `slavesSyncTimeout`).
+pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Where the Redis deployment is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One server (it may have replicas).
+    Single {
+        /// `redis://host:port[/db]`.
+        url: String,
+    },
+    /// A Redis Cluster, reached through any of these nodes.
+    Cluster {
+        /// Seed node URLs.
+        nodes: Vec<String>,
+    },
+    /// A master found through Sentinel.
+    Sentinel {
+        /// Sentinel URLs.
+        sentinels: Vec<String>,
+        /// The monitored master's name.
+        master: String,
+    },
+}
+
+/// Whether unlock notifications use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on a cluster,
+/// Redisson's `shardedSubscriptionMode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardedPubSub {
+    /// Sharded when the cluster supports it (`PUBSUB SHARDNUMSUB` succeeds, Redis 7+), as
+    /// Redisson's default `AUTO`.
+    #[default]
+    Auto,
+    /// Always sharded.
+    On,
+    /// Never sharded (`PUBLISH`/`SUBSCRIBE`); use when the Java side sets `OFF`.
+    Off,
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// ```
@@ -38,7 +80,9 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Config {
-    url: String,
+    topology: Topology,
+    sharded_pubsub: ShardedPubSub,
+    replica_sync: Option<Option<Duration>>,
     watchdog_timeout: Duration,
     response_timeout: Duration,
     connection_timeout: Duration,
@@ -52,8 +96,42 @@ impl Config {
     /// A configuration for the server at `url` (`redis://[user:password@]host:port[/db]`), with
     /// every other setting at its `DEFAULT_*` value.
     pub fn new(url: impl Into<String>) -> Self {
+        Config::with_topology(Topology::Single { url: url.into() })
+    }
+
+    /// A configuration for a Redis Cluster reached through `nodes` (any subset of its nodes).
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// ```
+    pub fn cluster<S: Into<String>>(nodes: impl IntoIterator<Item = S>) -> Self {
+        Config::with_topology(Topology::Cluster {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// A configuration for the master `master` monitored by these sentinels.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster");
+    /// ```
+    pub fn sentinel<S: Into<String>>(
+        sentinels: impl IntoIterator<Item = S>,
+        master: impl Into<String>,
+    ) -> Self {
+        Config::with_topology(Topology::Sentinel {
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            master: master.into(),
+        })
+    }
+
+    fn with_topology(topology: Topology) -> Self {
         Config {
-            url: url.into(),
+            topology,
+            sharded_pubsub: ShardedPubSub::Auto,
+            replica_sync: None,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
@@ -62,6 +140,23 @@ impl Config {
             retry_attempts: DEFAULT_RETRY_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
         }
+    }
+
+    /// Sharded pub/sub on a cluster: [`ShardedPubSub::Auto`] by default, as Redisson. Must match
+    /// the Java side, or the two will not hear each other's unlock messages.
+    pub fn with_sharded_pubsub(mut self, mode: ShardedPubSub) -> Self {
+        self.sharded_pubsub = mode;
+        self
+    }
+
+    /// Replica synchronisation after lock writes: `Some(timeout)` sends `WAIT <replicas>
+    /// <timeout>` after every lock script and fails the operation (undoing an acquire) when
+    /// replicas exist but none confirmed; `None` turns it off. Default: on with
+    /// [`DEFAULT_REPLICA_SYNC_TIMEOUT`] for Cluster and Sentinel (Redisson's
+    /// `checkLockSyncedSlaves`), off for a single server, where Redisson never waits.
+    pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
+        self.replica_sync = Some(timeout);
+        self
     }
 
     /// The lease of watchdog-mode locks; they are renewed every third of it.
@@ -107,9 +202,33 @@ impl Config {
         self
     }
 
-    /// The server URL.
+    /// Where the deployment is.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+    /// A printable address: the URL, or the first seed node or sentinel.
     pub fn url(&self) -> &str {
-        &self.url
+        match &self.topology {
+            Topology::Single { url } => url,
+            Topology::Cluster { nodes } => nodes.first().map(String::as_str).unwrap_or(""),
+            Topology::Sentinel { sentinels, .. } => {
+                sentinels.first().map(String::as_str).unwrap_or("")
+            }
+        }
+    }
+    /// See [`Config::with_sharded_pubsub`].
+    pub fn sharded_pubsub(&self) -> ShardedPubSub {
+        self.sharded_pubsub
+    }
+    /// The effective replica sync timeout (see [`Config::with_replica_sync`]).
+    pub fn replica_sync(&self) -> Option<Duration> {
+        match self.replica_sync {
+            Some(explicit) => explicit,
+            None => match self.topology {
+                Topology::Single { .. } => None,
+                _ => Some(DEFAULT_REPLICA_SYNC_TIMEOUT),
+            },
+        }
     }
     /// See [`Config::with_watchdog_timeout`].
     pub fn watchdog_timeout(&self) -> Duration {
@@ -175,6 +294,29 @@ impl Config {
         if self.fair_lock_wait_timeout.is_zero() {
             return Err(LockError::InvalidArgument(
                 "fair lock wait timeout must be non-zero",
+            ));
+        }
+        match &self.topology {
+            Topology::Cluster { nodes } if nodes.is_empty() => {
+                return Err(LockError::InvalidArgument(
+                    "a cluster needs at least one node",
+                ))
+            }
+            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => {
+                return Err(LockError::InvalidArgument(
+                    "sentinel mode needs at least one sentinel",
+                ))
+            }
+            Topology::Sentinel { master, .. } if master.is_empty() => {
+                return Err(LockError::InvalidArgument(
+                    "the sentinel master name must not be empty",
+                ))
+            }
+            _ => {}
+        }
+        if self.replica_sync == Some(Some(Duration::ZERO)) {
+            return Err(LockError::InvalidArgument(
+                "replica sync timeout must be non-zero (use None to turn it off)",
             ));
         }
         if self.retry_attempts == 0 {

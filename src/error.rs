@@ -52,6 +52,10 @@ pub enum LockError {
     /// A connection, protocol or server error from Redis.
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    /// A [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) operation failed on too
+    /// many nodes; the error carries each failed node's error.
+    #[error(transparent)]
+    Quorum(crate::multi::QuorumError),
 }
 
 impl LockError {
@@ -84,6 +88,24 @@ impl LockError {
         matches!(self, LockError::InvalidArgument(_))
     }
 
+    /// `true` for [`LockError::Quorum`].
+    pub fn is_quorum(&self) -> bool {
+        matches!(self, LockError::Quorum(_))
+    }
+
+    /// `true` when no replica confirmed a lock write within the replica sync timeout
+    /// ([`Config::with_replica_sync`](crate::Config::with_replica_sync)); an acquire is undone.
+    pub fn is_no_synced_replicas(&self) -> bool {
+        matches!(self, LockError::Redis(e) if e.to_string().contains(crate::conn::NO_SYNCED_REPLICAS))
+    }
+
+    /// `true` for a cluster redirection or a node that refused the write for now (`MOVED`,
+    /// `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, `LOADING`, `MASTERDOWN`): the command did
+    /// not run and may be sent again.
+    pub fn is_redirect(&self) -> bool {
+        matches!(self, LockError::Redis(e) if is_redirect(e))
+    }
+
     /// `true` when the server could not be reached or the connection broke: trying again later
     /// may succeed.
     pub fn is_connection_error(&self) -> bool {
@@ -103,6 +125,15 @@ pub(crate) fn is_connection_error(e: &redis::RedisError) -> bool {
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+}
+
+/// A server reply saying the command was not executed here and may be sent again: a cluster
+/// redirection or a node that cannot take writes right now.
+pub(crate) fn is_redirect(e: &redis::RedisError) -> bool {
+    matches!(
+        e.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "LOADING" | "MASTERDOWN")
+    )
 }
 
 /// Map a script error on `key` to our variants (WRONGTYPE becomes [`LockError::WrongType`]).

@@ -104,27 +104,64 @@ impl<K: LockKind> LockGuard<K> {
 
     /// Whether this hold is known to be gone (see [Lost holds](LockGuard#lost-holds)).
     ///
+    /// A watchdog hold counts as lost once its validity ran out: a whole lease (less a clock
+    /// drift allowance) since the last renewal that Redis confirmed was sent. Past that point
+    /// Redis may have expired it and handed the lock to someone else, even if the watchdog has
+    /// not heard back yet (a partition, a stalled server or a stalled process); the hold is then
+    /// treated as lost for good.
+    ///
     /// `false` is a belief, not a promise: Redis may have lost the hold a moment ago.
     pub fn is_lost(&self) -> bool {
-        self.slot.epoch() != self.epoch || self.lease.is_some_and(|(_, d)| Instant::now() >= d)
+        if self.slot.epoch() != self.epoch {
+            return true;
+        }
+        if Instant::now() < self.valid_until() {
+            return false;
+        }
+        if self.lease.is_none() {
+            // Final: a renewal that still gets through later must not revive it.
+            self.slot.lose(self.epoch);
+        }
+        true
     }
 
-    /// Resolves when this hold is known to be lost; pending forever while it is held.
+    /// When this hold stops being valid. A fixed lease: its deadline. A watchdog hold, unless
+    /// renewed before: the last confirmed renewal (from when it was sent) plus the lease, less
+    /// Redlock's drift allowance for the server's clock (1% + 2 ms).
+    fn valid_until(&self) -> Instant {
+        match self.lease {
+            Some((_, deadline)) => deadline,
+            None => {
+                let lease = self.lock.client().inner.config.watchdog_timeout();
+                let drift = lease / 100 + Duration::from_millis(2);
+                self.slot.renewed_at() + lease.saturating_sub(drift)
+            }
+        }
+    }
+
+    /// Resolves when this hold is known to be lost (see [`is_lost`](LockGuard::is_lost));
+    /// pending forever while it is held.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.
     pub async fn lost(&self) {
         let mut epochs = self.slot.epochs();
-        let ended = epochs.wait_for(|e| *e != self.epoch);
-        match self.lease {
-            Some((_, deadline)) => {
-                let _ = tokio::time::timeout_at(deadline.into(), ended).await;
-            }
-            None => {
-                if ended.await.is_err() {
-                    std::future::pending::<()>().await;
+        loop {
+            let deadline = self.valid_until();
+            let ended = epochs.wait_for(|e| *e != self.epoch);
+            match tokio::time::timeout_at(deadline.into(), ended).await {
+                Ok(Ok(_)) => return,
+                // The slot outlives the guard, so its epoch sender is never dropped.
+                Ok(Err(_)) => std::future::pending::<()>().await,
+                // Renewed meanwhile (the deadline moved on): keep waiting.
+                Err(_) if !self.is_lost() => {
+                    if self.valid_until() <= deadline {
+                        // Timer and clock disagree (a paused test clock): don't spin.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
                 }
+                Err(_) => return,
             }
         }
     }

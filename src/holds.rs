@@ -102,18 +102,21 @@ impl Slot {
         gate.watchdog_holds = 0;
     }
 
+    /// Mirrors the gate's watchdog holds. The renewal clock starts when watching starts; it only
+    /// moves on with confirmed renewals ([`Slot::renewed`]), never merely because a script ran.
     pub(crate) fn set_watchdog(&self, gate: &Gate) {
         let on = gate.watchdog_holds > 0;
-        if on {
+        let was = self.watchdog.swap(on, Ordering::AcqRel);
+        if on && !was {
             *self.renewed_at.lock() = Instant::now();
         }
-        self.watchdog.store(on, Ordering::Release);
     }
 
     pub(crate) fn watchdog(&self) -> bool {
         self.watchdog.load(Ordering::Acquire)
     }
 
+    /// Records a confirmed renewal (or watchdog acquisition) sent at `at`.
     pub(crate) fn renewed(&self, at: Instant) {
         *self.renewed_at.lock() = at;
     }

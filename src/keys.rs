@@ -53,6 +53,38 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     s
 }
 
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag (the part between the
+/// first `{` and the next `}`, when non-empty) or of the whole key, modulo 16384.
+pub(crate) fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % 16384
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 /// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
 /// `ServiceManager.generateId`).
 pub(crate) fn request_id() -> String {
@@ -81,6 +113,19 @@ mod tests {
         assert_eq!(suffix_name("n", "timeout"), "{n}:timeout");
         assert_eq!(suffix_name("{n}x", "timeout"), "{n}x:timeout");
         assert_eq!(unlock_latch("n", "ab"), "redisson_unlock_latch:{n}:ab");
+    }
+
+    #[test]
+    fn hash_slots_match_redis() {
+        // Values from `CLUSTER KEYSLOT` on Redis 7.
+        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(
+            hash_slot(b"myLock"),
+            hash_slot(b"redisson_lock__channel:{myLock}")
+        );
+        assert_eq!(hash_slot(b"{user1}:lock"), hash_slot(b"user1"));
+        assert_eq!(hash_slot(b"{}x"), hash_slot(b"{}x"));
+        assert_eq!(hash_slot(b"123456789"), 0x31C3); // the CRC16/XMODEM check value
     }
 
     #[test]

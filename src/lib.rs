@@ -6,11 +6,13 @@
 
 mod client;
 mod config;
+mod conn;
 mod error;
 mod guard;
 mod holds;
 mod keys;
 mod lock;
+mod multi;
 mod owner;
 mod pubsub;
 mod raw;
@@ -20,13 +22,17 @@ mod watchdog;
 
 pub use client::{Client, ClientStats};
 pub use config::{
-    Config, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_LOCK_WAIT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT,
-    DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY, DEFAULT_SUBSCRIPTION_TIMEOUT,
-    DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
+    Config, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT, DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+    DEFAULT_REPLICA_SYNC_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_DELAY, DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
 };
+pub use conn::Connection;
 pub use error::{LockError, Result};
 pub use guard::LockGuard;
 pub use lock::{Lock, LockTtl};
+pub use multi::{
+    All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,
+};
 pub use owner::LockOwner;
 pub use raw::{Fair, Fenced, LockKind, Read, Reentrant, Write};
 pub use rwlock::ReadWriteLock;

@@ -8,15 +8,12 @@ use redis::{AsyncCommands, Value};
 
 use crate::client::Client;
 use crate::config::millis;
-use crate::error::{from_script, is_connection_error, LockError, Result};
+use crate::error::{from_script, is_connection_error, is_redirect, LockError, Result};
 use crate::guard::LockGuard;
 use crate::holds::{Gate, Slot};
 use crate::keys;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, LockKind, Op, Release};
-
-/// The publish command of standalone deployments (Redisson uses `SPUBLISH` only on a cluster).
-const PUBLISH: &str = "PUBLISH";
 
 /// A distributed lock of kind `K`; [`RLock`](crate::RLock) is `Lock<Reentrant>`.
 ///
@@ -557,7 +554,7 @@ impl<K: LockKind> Lock<K> {
             channel: &self.shared.channel,
             field,
             lease_ms,
-            publish: PUBLISH,
+            publish: self.client().inner.publish,
             now_ms: epoch_ms(),
             wait_ms,
         }
@@ -620,7 +617,10 @@ impl<K: LockKind> Lock<K> {
             armed: true,
         });
         // Fast path: one script, no subscription.
-        let ttl_ms = match self.attempt(owner, slot, lease, wait_ms, enqueue).await? {
+        let ttl_ms = match self
+            .first_attempt(owner, slot, lease, wait_ms, enqueue)
+            .await?
+        {
             Attempt::Taken(guard) => return Ok(Some(disarm(&mut leave, guard))),
             Attempt::Held { ttl_ms } => ttl_ms,
         };
@@ -653,7 +653,8 @@ impl<K: LockKind> Lock<K> {
                     (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64))
                 }
                 Err(e)
-                    if e.is_connection_error() && failures + 1 < inner.config.retry_attempts() =>
+                    if (e.is_connection_error() || e.is_redirect())
+                        && failures + 1 < inner.config.retry_attempts() =>
                 {
                     tracing::debug!(lock = %self.name(), error = %e, "acquire failed; retrying");
                     failures += 1;
@@ -678,6 +679,29 @@ impl<K: LockKind> Lock<K> {
                 None => notified.await,
             }
             tracing::trace!(lock = %self.name(), last_ttl, "waiter woke");
+        }
+    }
+
+    /// The first try: a redirected script did not run, so it is tried again (the slot map is
+    /// being refreshed); anything else is reported at once.
+    async fn first_attempt(
+        &self,
+        owner: LockOwner,
+        slot: &Arc<Slot>,
+        lease: Option<Duration>,
+        wait_ms: u64,
+        enqueue: bool,
+    ) -> Result<Attempt<K>> {
+        let config = &self.client().inner.config;
+        let mut tries = 0;
+        loop {
+            match self.attempt(owner, slot, lease, wait_ms, enqueue).await {
+                Err(e) if e.is_redirect() && tries + 1 < config.retry_attempts() => {
+                    tokio::time::sleep(config.backoff(tries)).await;
+                    tries += 1;
+                }
+                r => return r,
+            }
         }
     }
 
@@ -729,6 +753,8 @@ impl<K: LockKind> Lock<K> {
                 if lease.is_none() {
                     gate.watchdog_holds += 1;
                     slot.set_watchdog(&gate);
+                    // The lease was (re)applied no earlier than the script was sent.
+                    slot.renewed(sent);
                     inner.watchdog_wake.notify_one();
                 }
                 let epoch = gate.epoch;
@@ -797,7 +823,8 @@ impl<K: LockKind> Lock<K> {
                 Ok(v) => break v,
                 // Same request id on every try: the latch makes a repeat return the first result.
                 Err(e)
-                    if is_connection_error(&e) && attempt + 1 < inner.config.retry_attempts() =>
+                    if (is_connection_error(&e) || is_redirect(&e))
+                        && attempt + 1 < inner.config.retry_attempts() =>
                 {
                     tokio::time::sleep(inner.config.backoff(attempt)).await;
                     attempt += 1;
@@ -813,13 +840,14 @@ impl<K: LockKind> Lock<K> {
         let outcome = self.shared.kind.parse_release(&reply);
         match outcome {
             Some(Release::NotHeld) => slot.lose_gated(&mut gate),
-            Some(Release::StillHeld) => {
-                gate.count = count_after.max(1);
+            Some(Release::StillHeld) if count_after > 0 => {
+                gate.count = count_after;
                 gate.watchdog_holds = wd_after;
             }
             // The last hold is gone: end the epoch, so a stale guard of this owner (one that
-            // was detached and released owner-style) can never release a later hold.
-            Some(Release::Released) => slot.lose_gated(&mut gate),
+            // was detached and released owner-style) can never release a later hold. (A read
+            // release says "still held" when other readers keep the lock.)
+            Some(Release::StillHeld | Release::Released) => slot.lose_gated(&mut gate),
             None => {}
         }
         slot.set_watchdog(&gate);

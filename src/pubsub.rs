@@ -13,6 +13,11 @@
 //!   and the wait is lost.
 //! * When the subscriber connection breaks, the task reconnects with backoff, resubscribes every
 //!   live channel and wakes every waiter, so none sleeps out a stale TTL.
+//! * Standalone and Sentinel use a RESP2 subscriber connection (Sentinel asks for the current
+//!   master on every reconnect). Redis Cluster uses a RESP3 cluster connection whose pushes
+//!   carry the messages, with `SSUBSCRIBE` when pub/sub is sharded; redis-rs resubscribes it
+//!   after topology changes, and a slot that moves away (`sunsubscribe` push) is resubscribed
+//!   at its new owner.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -23,10 +28,153 @@ use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::config::Config;
+use crate::conn::SentinelConn;
 use crate::error::{LockError, Result};
 
-/// Messages Redisson publishes on lock channels.
-pub(crate) const WAKE_ONE: &[u8] = b"0";
+/// Where the subscriber connects.
+pub(crate) enum Source {
+    /// One server.
+    Fixed(redis::Client),
+    /// The master the sentinels name at each (re)connect.
+    Sentinel(Arc<SentinelConn>),
+    /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE.
+    Cluster { nodes: Vec<String>, sharded: bool },
+}
+
+/// What the subscriber connection delivered.
+enum Event {
+    Message(String, Vec<u8>),
+    /// The server dropped a subscription (a sharded channel's slot moved away).
+    Dropped(String),
+    /// The connection went away and came back on its own (cluster): wake everyone.
+    Reconnected,
+    Ignore,
+    Closed,
+}
+
+enum SubConn {
+    Resp2 {
+        sink: redis::aio::PubSubSink,
+        stream: redis::aio::PubSubStream,
+    },
+    Cluster {
+        conn: redis::cluster_async::ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+        sharded: bool,
+    },
+}
+
+impl SubConn {
+    async fn open(source: &Source, config: &Config) -> Result<SubConn> {
+        let within = config.connection_timeout();
+        let timed = |e| LockError::Timeout {
+            what: e,
+            waited: within,
+        };
+        match source {
+            Source::Fixed(client) => {
+                let conn = tokio::time::timeout(within, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| timed("connecting the subscriber"))??;
+                let (sink, stream) = conn.split();
+                Ok(SubConn::Resp2 { sink, stream })
+            }
+            Source::Sentinel(sentinel) => {
+                let client = sentinel.master_client().await?;
+                let conn = tokio::time::timeout(within, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| timed("connecting the subscriber"))??;
+                let (sink, stream) = conn.split();
+                Ok(SubConn::Resp2 { sink, stream })
+            }
+            Source::Cluster { nodes, sharded } => {
+                let (tx, pushes) = mpsc::unbounded_channel();
+                let conn = crate::conn::cluster_connection(nodes, config, Some(tx)).await?;
+                Ok(SubConn::Cluster {
+                    conn,
+                    pushes,
+                    sharded: *sharded,
+                })
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Event {
+        match self {
+            SubConn::Resp2 { stream, .. } => match stream.next().await {
+                Some(msg) => Event::Message(
+                    msg.get_channel_name().to_owned(),
+                    msg.get_payload_bytes().to_vec(),
+                ),
+                None => Event::Closed,
+            },
+            SubConn::Cluster { pushes, .. } => {
+                let Some(push) = pushes.recv().await else {
+                    return Event::Closed;
+                };
+                let text = |v: Option<&redis::Value>| match v {
+                    Some(redis::Value::BulkString(b)) => Some(b.clone()),
+                    Some(redis::Value::SimpleString(s)) => Some(s.clone().into_bytes()),
+                    _ => None,
+                };
+                match push.kind {
+                    redis::PushKind::Message | redis::PushKind::SMessage => {
+                        match (text(push.data.first()), text(push.data.get(1))) {
+                            (Some(channel), Some(payload)) => Event::Message(
+                                String::from_utf8_lossy(&channel).into_owned(),
+                                payload,
+                            ),
+                            _ => Event::Ignore,
+                        }
+                    }
+                    redis::PushKind::SUnsubscribe => match text(push.data.first()) {
+                        Some(channel) => {
+                            Event::Dropped(String::from_utf8_lossy(&channel).into_owned())
+                        }
+                        None => Event::Ignore,
+                    },
+                    redis::PushKind::Disconnection => Event::Reconnected,
+                    _ => Event::Ignore,
+                }
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Resp2 { sink, .. } => sink.subscribe(names).await,
+            SubConn::Cluster { conn, sharded, .. } => {
+                if *sharded {
+                    // One channel per command: sharded channels of one command must share a slot.
+                    for n in names {
+                        conn.ssubscribe(n).await?;
+                    }
+                    Ok(())
+                } else {
+                    conn.subscribe(names).await
+                }
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Resp2 { sink, .. } => sink.unsubscribe(names).await,
+            SubConn::Cluster { conn, sharded, .. } => {
+                if *sharded {
+                    for n in names {
+                        conn.sunsubscribe(n).await?;
+                    }
+                    Ok(())
+                } else {
+                    conn.unsubscribe(names).await
+                }
+            }
+        }
+    }
+}
+
+/// Redisson's `READ_UNLOCK_MESSAGE`: wakes every waiter (`0` and anything else wakes one).
 pub(crate) const WAKE_ALL: &[u8] = b"1";
 
 pub(crate) struct PubSub {
@@ -75,14 +223,14 @@ impl std::fmt::Debug for Channel {
 
 impl PubSub {
     /// Starts the subscriber task; it connects on the first subscription.
-    pub(crate) fn start(client: redis::Client, config: &Config) -> Self {
+    pub(crate) fn start(source: Source, config: &Config) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             channels: DashMap::new(),
             commands: tx,
             connections: watch::channel(0).0,
         });
-        let task = tokio::spawn(run(Arc::downgrade(&shared), client, rx, config.clone()));
+        let task = tokio::spawn(run(Arc::downgrade(&shared), source, rx, config.clone()));
         PubSub { shared, task }
     }
 
@@ -173,21 +321,19 @@ fn live(shared: &Shared, name: &str) -> Option<Arc<Channel>> {
 /// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
 async fn run(
     shared: Weak<Shared>,
-    client: redis::Client,
+    source: Source,
     mut commands: mpsc::UnboundedReceiver<String>,
     config: Config,
 ) {
     // Connect lazily: a client that never waits never opens a subscriber connection.
-    let mut pending: Vec<String> = match commands.recv().await {
-        Some(name) => vec![name],
-        None => return,
-    };
+    if commands.recv().await.is_none() {
+        return;
+    }
     let mut attempt = 0u32;
     loop {
-        let connect = tokio::time::timeout(config.connection_timeout(), client.get_async_pubsub());
-        let (mut sink, mut stream) = match connect.await {
-            Ok(Ok(conn)) => conn.split(),
-            Ok(Err(e)) => {
+        let mut conn = match SubConn::open(&source, &config).await {
+            Ok(c) => c,
+            Err(e) => {
                 tracing::debug!(error = %e, "subscriber connection failed; retrying");
                 tokio::time::sleep(config.backoff(attempt)).await;
                 attempt = attempt.saturating_add(1);
@@ -196,18 +342,12 @@ async fn run(
                 }
                 continue;
             }
-            Err(_) => {
-                tracing::debug!("subscriber connection timed out; retrying");
-                attempt = attempt.saturating_add(1);
-                continue;
-            }
         };
         attempt = 0;
         let Some(sh) = shared.upgrade() else { return };
         sh.connections.send_modify(|n| *n += 1);
         // Everything live right now is (re)subscribed; queued names are covered by this pass.
         let mut active: HashSet<String> = HashSet::new();
-        pending.clear();
         while commands.try_recv().is_ok() {}
         let names: Vec<String> = sh
             .channels
@@ -216,31 +356,41 @@ async fn run(
             .map(|e| e.key().clone())
             .collect();
         if !names.is_empty() {
-            if let Err(e) = apply(&sh, &mut sink, &mut active, names, &config).await {
+            if let Err(e) = apply(&sh, &mut conn, &mut active, names, &config).await {
                 tracing::debug!(error = %e, "resubscribe failed; reconnecting");
                 continue;
             }
         }
         // After a reconnect every waiter retries at once: a release may have been missed.
-        for entry in sh.channels.iter() {
-            if let Some(c) = entry.value().upgrade() {
-                c.notify.notify_waiters();
-            }
-        }
+        wake_all(&sh);
         drop(sh);
 
         loop {
             tokio::select! {
-                msg = stream.next() => {
-                    let Some(msg) = msg else { break };
+                event = conn.next() => {
                     let Some(sh) = shared.upgrade() else { return };
-                    if let Some(c) = live(&sh, msg.get_channel_name()) {
-                        match msg.get_payload_bytes() {
-                            WAKE_ALL => c.notify.notify_waiters(),
-                            WAKE_ONE => c.notify.notify_one(),
-                            // Other values (e.g. semaphore permit counts) wake one waiter.
-                            _ => c.notify.notify_one(),
+                    match event {
+                        Event::Message(channel, payload) => {
+                            if let Some(c) = live(&sh, &channel) {
+                                match payload.as_slice() {
+                                    WAKE_ALL => c.notify.notify_waiters(),
+                                    // `0`, or other values (e.g. semaphore permit counts): one.
+                                    _ => c.notify.notify_one(),
+                                }
+                            }
                         }
+                        Event::Dropped(channel) => {
+                            // The slot moved: subscribe again (at its new owner) and let the
+                            // waiters retry, which also refreshes the slot map.
+                            active.remove(&channel);
+                            if let Some(c) = live(&sh, &channel) {
+                                c.notify.notify_waiters();
+                                let _ = sh.commands.send(channel);
+                            }
+                        }
+                        Event::Reconnected => wake_all(&sh),
+                        Event::Ignore => {}
+                        Event::Closed => break,
                     }
                 }
                 name = commands.recv() => {
@@ -250,7 +400,7 @@ async fn run(
                         names.push(n);
                     }
                     let Some(sh) = shared.upgrade() else { return };
-                    if let Err(e) = apply(&sh, &mut sink, &mut active, names, &config).await {
+                    if let Err(e) = apply(&sh, &mut conn, &mut active, names, &config).await {
                         tracing::debug!(error = %e, "subscribe failed; reconnecting");
                         break;
                     }
@@ -269,10 +419,18 @@ async fn run(
     }
 }
 
+fn wake_all(shared: &Shared) {
+    for entry in shared.channels.iter() {
+        if let Some(c) = entry.value().upgrade() {
+            c.notify.notify_waiters();
+        }
+    }
+}
+
 /// Brings the connection's subscriptions in line with the registry for `names`.
 async fn apply(
     shared: &Shared,
-    sink: &mut redis::aio::PubSubSink,
+    conn: &mut SubConn,
     active: &mut HashSet<String>,
     mut names: Vec<String>,
     config: &Config,
@@ -294,13 +452,13 @@ async fn apply(
     }
     let timeout = config.response_timeout();
     if !unsubscribe.is_empty() {
-        with_timeout(timeout, sink.unsubscribe(&unsubscribe)).await?;
+        with_timeout(timeout, conn.unsubscribe(&unsubscribe)).await?;
         for n in &unsubscribe {
             active.remove(n);
         }
     }
     if !subscribe.is_empty() {
-        with_timeout(timeout, sink.subscribe(&subscribe)).await?;
+        with_timeout(timeout, conn.subscribe(&subscribe)).await?;
         for n in subscribe {
             if let Some(c) = live(shared, &n) {
                 c.confirmed.send_replace(true);

@@ -119,15 +119,19 @@ pub(crate) fn force_unlock<'a>(key: &str, channel: &str, publish: &str) -> Scrip
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Layout {
     Plain,
+    /// Fair lock: `extra_key` is the queue; a freed lock wakes its head on the head's channel.
+    Fair,
+    /// Read side: `extra_key` is the owner's `rwlock_timeout` prefix.
     Read,
     Write,
 }
 
+/// `extra_key`: KEYS[3] of trim.lua (see [`Layout`]); the lock key when the layout needs none.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn trim<'a>(
     key: &str,
     channel: &str,
-    read_prefix: Option<&str>,
+    extra_key: Option<&str>,
     field: &str,
     target: u32,
     lease_ms: u64,
@@ -136,13 +140,14 @@ pub(crate) fn trim<'a>(
 ) -> ScriptInvocation<'a> {
     let (layout, message) = match layout {
         Layout::Plain => ("plain", UNLOCK_MESSAGE),
+        Layout::Fair => ("fair", UNLOCK_MESSAGE),
         Layout::Read => ("read", UNLOCK_MESSAGE),
         Layout::Write => ("write", READ_UNLOCK_MESSAGE),
     };
     let mut inv = TRIM.prepare_invoke();
     inv.key(key)
         .key(channel)
-        .key(read_prefix.unwrap_or(key))
+        .key(extra_key.unwrap_or(key))
         .arg(field)
         .arg(target)
         .arg(lease_ms)
@@ -347,12 +352,12 @@ mod tests {
                 "force_unlock.lua",
                 "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb",
             ),
-            ("trim.lua", "6491bdf97f658e9639e66e3d6ee2565d9b49ca91"),
+            ("trim.lua", "b0af2edaced99c0a2b105b94b7752ed13f19bf4e"),
             (
                 "fenced_lock.lua",
                 "9025b303a578f9c7b7c98cf3a1e20ac62f7187fb",
             ),
-            ("fair_lock.lua", "06f5e203c1519e904ca6dcdf9a331bae5c444bbb"),
+            ("fair_lock.lua", "16090d33dbb39384259d44e739846299b3c2fc4c"),
             (
                 "fair_unlock.lua",
                 "1b4350c13814d60e6a6c4500592e5a5b1b11881d",

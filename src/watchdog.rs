@@ -17,6 +17,7 @@ use redis::Value;
 use crate::client::ClientInner;
 use crate::config::millis;
 use crate::holds::Slot;
+use crate::keys::hash_slot;
 use crate::raw::Renewal;
 use crate::scripts;
 
@@ -61,30 +62,42 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     let (hashes, reads): (Vec<_>, Vec<_>) = slots
         .into_iter()
         .partition(|s| matches!(s.renewal, Renewal::Hash));
-    let batches = hashes
-        .chunks(BATCH)
-        .chain(reads.chunks(BATCH))
-        .map(|chunk| {
-            let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
-            let inv = match chunk.first().map(|s| &s.renewal) {
-                Some(Renewal::Read { .. }) => scripts::read_renew(
-                    lease_ms,
-                    chunk.iter().map(|s| {
-                        let prefix = match &s.renewal {
-                            Renewal::Read { timeout_prefix } => timeout_prefix.as_str(),
-                            Renewal::Hash => "",
-                        };
-                        (&*s.key, prefix, &*s.field)
-                    }),
-                ),
-                _ => scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field))),
-            };
-            let mut conn = client.conn.clone();
-            async move {
-                let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
-                (chunk, epochs, reply)
-            }
-        });
+    // On a cluster every script must touch one hash slot: group by slot first.
+    let groups: Vec<Vec<Arc<Slot>>> = if client.conn.is_cluster() {
+        let mut by_slot: std::collections::BTreeMap<(bool, u16), Vec<Arc<Slot>>> =
+            std::collections::BTreeMap::new();
+        for s in hashes.into_iter().chain(reads) {
+            let read = matches!(s.renewal, Renewal::Read { .. });
+            by_slot
+                .entry((read, hash_slot(s.key.as_bytes())))
+                .or_default()
+                .push(s);
+        }
+        by_slot.into_values().collect()
+    } else {
+        vec![hashes, reads]
+    };
+    let batches = groups.iter().flat_map(|g| g.chunks(BATCH)).map(|chunk| {
+        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
+        let inv = match chunk.first().map(|s| &s.renewal) {
+            Some(Renewal::Read { .. }) => scripts::read_renew(
+                lease_ms,
+                chunk.iter().map(|s| {
+                    let prefix = match &s.renewal {
+                        Renewal::Read { timeout_prefix } => timeout_prefix.as_str(),
+                        Renewal::Hash => "",
+                    };
+                    (&*s.key, prefix, &*s.field)
+                }),
+            ),
+            _ => scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field))),
+        };
+        let mut conn = client.conn.clone();
+        async move {
+            let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
+            (chunk, epochs, reply)
+        }
+    });
     for (chunk, epochs, reply) in join_all(batches).await {
         match reply {
             Ok(Value::Array(results)) if results.len() == chunk.len() => {

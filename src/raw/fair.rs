@@ -4,7 +4,7 @@ use redis::ScriptInvocation;
 
 use super::{Op, RawLock};
 use crate::keys;
-use crate::scripts::{self, FairKeys};
+use crate::scripts::{self, FairKeys, Layout};
 
 /// The fair lock kind: Redisson's `RFairLock` (`RedissonFairLock`).
 ///
@@ -74,6 +74,21 @@ impl RawLock for Fair {
             op.now_ms,
             op.publish,
             latch_ttl_ms,
+        )
+    }
+
+    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
+        // A hold given back here wakes the queue head on its own channel, as an unlock does.
+        let (queue, _) = names(op.key);
+        scripts::trim(
+            op.key,
+            op.channel,
+            Some(&queue),
+            op.field,
+            target,
+            op.lease_ms,
+            op.publish,
+            Layout::Fair,
         )
     }
 

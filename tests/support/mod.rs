@@ -2,6 +2,10 @@
 //! directory, killed on drop. No fake Redis anywhere.
 #![allow(dead_code)]
 
+pub mod checker;
+pub mod cluster;
+pub mod proxy;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,391 @@
+//! The command connection: standalone, Redis Cluster or Sentinel behind one `ConnectionLike`,
+//! with Redisson's replica synchronisation (`WAIT`) after lock scripts where replicas exist.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
+
+use crate::config::{Config, Topology};
+use crate::error::LockError;
+use crate::keys::hash_slot;
+
+/// Marker in the error a lock write fails with when no replica confirmed it.
+pub(crate) const NO_SYNCED_REPLICAS: &str = "None of the replicas confirmed the lock write";
+
+/// The command connection shared by everything a client does.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    kind: Kind,
+    sync: Option<Arc<ReplicaSync>>,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+    Sentinel(Arc<SentinelConn>),
+}
+
+impl Conn {
+    /// Connects according to the configured topology. The first connection fails fast.
+    pub(crate) async fn connect(config: &Config) -> Result<Conn, LockError> {
+        let kind = match config.topology() {
+            Topology::Single { url } => {
+                let client = redis::Client::open(url.as_str())?;
+                Kind::Single(manager(client, config).await?)
+            }
+            Topology::Cluster { nodes } => {
+                Kind::Cluster(cluster_connection(nodes, config, None).await?)
+            }
+            Topology::Sentinel { sentinels, master } => {
+                let resolver = SentinelClient::build(
+                    sentinels.clone(),
+                    master.clone(),
+                    None,
+                    SentinelServerType::Master,
+                )?;
+                let conn = Arc::new(SentinelConn {
+                    resolver: tokio::sync::Mutex::new(resolver),
+                    current: parking_lot::RwLock::new(None),
+                    config: config.clone(),
+                    stale: AtomicBool::new(true),
+                });
+                conn.manager().await?;
+                Kind::Sentinel(conn)
+            }
+        };
+        let sync = config.replica_sync().map(|timeout| {
+            Arc::new(ReplicaSync {
+                timeout,
+                replicas: DashMap::new(),
+            })
+        });
+        Ok(Conn { kind, sync })
+    }
+
+    /// The sentinel resolver, for the subscriber connection to follow failovers too.
+    pub(crate) fn sentinel(&self) -> Option<Arc<SentinelConn>> {
+        match &self.kind {
+            Kind::Sentinel(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a Redis Cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// Sends one command without replica sync.
+    async fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match &mut self.kind {
+            Kind::Single(c) => c.req_packed_command(cmd).await,
+            Kind::Cluster(c) => c.req_packed_command(cmd).await,
+            Kind::Sentinel(s) => s.clone().request(cmd).await,
+        }
+    }
+
+    async fn raw_pipeline(
+        &mut self,
+        pipe: &redis::Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        match &mut self.kind {
+            Kind::Single(c) => c.req_packed_commands(pipe, 0, count).await,
+            Kind::Cluster(c) => c.req_packed_commands(pipe, 0, count).await,
+            Kind::Sentinel(s) => s.clone().request_pipeline(pipe, count).await,
+        }
+    }
+
+    /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
+    /// does outside single-server mode, and fails when replicas exist but none confirmed.
+    async fn synced(&mut self, cmd: &Cmd, sync: &ReplicaSync) -> RedisResult<Value> {
+        let slot = script_slot(cmd);
+        let replicas = match sync.replicas.get(&slot).map(|r| *r) {
+            Some(n) => n,
+            None => {
+                let n = self.connected_replicas(slot).await?;
+                sync.replicas.insert(slot, n);
+                n
+            }
+        };
+        if replicas == 0 {
+            return self.raw(cmd).await;
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone())
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(sync.timeout.as_millis()).unwrap_or(u64::MAX));
+        let replies = self.raw_pipeline(&pipe, 2).await;
+        if replies.is_err() {
+            // The node may have changed (failover): re-read its replica count next time.
+            sync.replicas.remove(&slot);
+        }
+        let mut replies = replies?.into_iter();
+        let reply = match replies.next() {
+            Some(Value::ServerError(e)) => return Err(e.into()),
+            Some(v) => v,
+            None => return Err(protocol_error("empty reply to a lock script")),
+        };
+        let acked = match replies.next() {
+            Some(Value::Int(n)) => n,
+            _ => 0,
+        };
+        if acked != replicas {
+            // The topology changed: re-read the replica count next time (Redisson does the same).
+            sync.replicas.remove(&slot);
+        }
+        if acked == 0 {
+            return Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "{NO_SYNCED_REPLICAS} within {:?} ({replicas} connected); the write is undone",
+                    sync.timeout
+                ),
+            )));
+        }
+        Ok(reply)
+    }
+
+    /// `connected_slaves` of the master serving `slot` (`INFO replication`).
+    async fn connected_replicas(&mut self, slot: u16) -> RedisResult<i64> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("replication");
+        let info = match &mut self.kind {
+            Kind::Cluster(c) => {
+                let route = Route::new(slot, SlotAddr::Master);
+                c.route_command(
+                    cmd,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                )
+                .await?
+            }
+            _ => self.raw(&cmd).await?,
+        };
+        let text: String = redis::from_redis_value(info)?;
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0))
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            match self.sync.clone() {
+                Some(sync) if is_script(cmd) => self.synced(cmd, &sync).await,
+                _ => self.raw(cmd).await,
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            match &mut self.kind {
+                Kind::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
+                Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
+                Kind::Sentinel(s) => {
+                    let mut conn = s.manager().await?;
+                    let r = conn.req_packed_commands(pipeline, offset, count).await;
+                    s.observe(&r);
+                    r
+                }
+            }
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// Replica counts per hash slot's master, read once and refreshed when `WAIT` disagrees.
+struct ReplicaSync {
+    timeout: Duration,
+    replicas: DashMap<u16, i64>,
+}
+
+fn is_script(cmd: &Cmd) -> bool {
+    matches!(
+        cmd.args_iter().next(),
+        Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
+    )
+}
+
+/// The hash slot of a script's first key (`EVALSHA sha numkeys key ...`); 0 without keys.
+fn script_slot(cmd: &Cmd) -> u16 {
+    match cmd.args_iter().nth(3) {
+        Some(redis::Arg::Simple(key)) => hash_slot(key),
+        _ => 0,
+    }
+}
+
+/// A script followed by `WAIT` may take the replica sync timeout on top of the reply timeout.
+fn reply_timeout(config: &Config) -> Duration {
+    config.response_timeout() + config.replica_sync().unwrap_or(Duration::ZERO)
+}
+
+fn protocol_error(what: &'static str) -> RedisError {
+    RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
+}
+
+async fn manager(client: redis::Client, config: &Config) -> Result<ConnectionManager, LockError> {
+    let manager_config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(reply_timeout(config)))
+        .set_connection_timeout(Some(config.connection_timeout()))
+        .set_number_of_retries(config.retry_attempts() as usize)
+        .set_min_delay(config.retry_delay())
+        .set_max_delay(crate::config::MAX_RETRY_DELAY);
+    // The first connection fails fast: one connection timeout at most, no retries.
+    let first = tokio::time::timeout(
+        config.connection_timeout(),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .map_err(|_| LockError::Timeout {
+        what: "connecting to Redis",
+        waited: config.connection_timeout(),
+    })??;
+    drop(first);
+    Ok(ConnectionManager::new_with_config(client, manager_config).await?)
+}
+
+/// A cluster connection. `push`: where RESP3 pushes go (the subscriber's connection).
+///
+/// Commands are never retried by redis-rs (`retries(0)`): a retried acquire script could count
+/// a re-entry twice. Redirections (`MOVED`/`ASK`) reach the lock code, which retries them itself
+/// because a redirected command did not run.
+pub(crate) async fn cluster_connection(
+    nodes: &[String],
+    config: &Config,
+    push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+) -> Result<ClusterConnection, LockError> {
+    let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .connection_timeout(config.connection_timeout())
+        .response_timeout(reply_timeout(config))
+        .retries(0);
+    if let Some(tx) = push {
+        builder = builder
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx);
+    }
+    let client = builder.build()?;
+    let conn = tokio::time::timeout(config.connection_timeout(), client.get_async_connection())
+        .await
+        .map_err(|_| LockError::Timeout {
+            what: "connecting to the Redis cluster",
+            waited: config.connection_timeout(),
+        })??;
+    Ok(conn)
+}
+
+/// A master found through Sentinel, re-resolved after connection errors or `READONLY` replies
+/// (the old master was demoted).
+pub(crate) struct SentinelConn {
+    resolver: tokio::sync::Mutex<SentinelClient>,
+    current: parking_lot::RwLock<Option<ConnectionManager>>,
+    config: Config,
+    stale: AtomicBool,
+}
+
+impl SentinelConn {
+    /// The current master's `redis::Client`, asking the sentinels.
+    pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
+        self.resolver.lock().await.async_get_client().await
+    }
+
+    async fn manager(&self) -> RedisResult<ConnectionManager> {
+        if !self.stale.load(Ordering::Acquire) {
+            if let Some(m) = self.current.read().clone() {
+                return Ok(m);
+            }
+        }
+        let mut resolver = self.resolver.lock().await;
+        if !self.stale.load(Ordering::Acquire) {
+            if let Some(m) = self.current.read().clone() {
+                return Ok(m);
+            }
+        }
+        let client = resolver.async_get_client().await?;
+        let m = manager(client, &self.config).await.map_err(|e| match e {
+            LockError::Redis(e) => e,
+            other => RedisError::from(std::io::Error::other(other.to_string())),
+        })?;
+        *self.current.write() = Some(m.clone());
+        self.stale.store(false, Ordering::Release);
+        Ok(m)
+    }
+
+    fn observe<T>(&self, r: &RedisResult<T>) {
+        if let Err(e) = r {
+            let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN"));
+            if demoted || crate::error::is_connection_error(e) {
+                self.stale.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    async fn request(self: Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
+        let mut conn = self.manager().await?;
+        let r = conn.req_packed_command(cmd).await;
+        self.observe(&r);
+        r
+    }
+
+    async fn request_pipeline(
+        self: Arc<Self>,
+        pipe: &redis::Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let mut conn = self.manager().await?;
+        let r = conn.req_packed_commands(pipe, 0, count).await;
+        self.observe(&r);
+        r
+    }
+}
+
+/// The client's command connection, for your own commands next to the locks
+/// ([`Client::connection`](crate::Client::connection)). It follows the client's topology
+/// (standalone, cluster or sentinel); scripts sent through it get the client's replica sync.
+#[derive(Clone)]
+pub struct Connection(pub(crate) Conn);
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").finish_non_exhaustive()
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.0.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}

@@ -1,0 +1,438 @@
+//! Holder processes (`examples/holder.rs`) and the checker of their histories.
+//!
+//! The checker reads every holder's history file and checks, per lock name:
+//! * **mutual exclusion**: hold intervals `[acquired, release invoked]` (CLOCK_MONOTONIC ns,
+//!   comparable across processes) never overlap pairwise;
+//! * **no lost update**: the unsafe counter equals the number of read-modify-writes done;
+//! * **fencing**: the fenced resource's log of accepted writes has non-decreasing tokens, each
+//!   token from one writer only, and every write the resource rejected carried a token lower
+//!   than one it had already accepted.
+//!
+//! Faults outside the model (a holder paused past its lease) are *expected* to break the first
+//! two; tests then assert that the checker reports it and that fencing still held.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock of the holders' histories.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Path of the holder example binary, built once per test binary with the same profile and
+/// target directory as the tests.
+pub fn holder_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        // <target>/<profile>/deps/<test binary>
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().unwrap().parent().unwrap().to_owned();
+        let target_dir = profile_dir.parent().unwrap().to_owned();
+        let release = profile_dir.file_name().is_some_and(|n| n == "release");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "--example", "holder", "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir);
+        if release {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build --example holder");
+        assert!(status.success(), "cargo build --example holder failed");
+        let bin = profile_dir.join("examples").join("holder");
+        assert!(bin.exists(), "holder binary missing at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// Options of one holder process (see `examples/holder.rs`).
+#[derive(Clone, Debug)]
+pub struct HolderSpec {
+    pub url: String,
+    pub store: Option<String>,
+    pub lock: String,
+    pub iterations: u64,
+    pub forever: bool,
+    pub hold_ms: u64,
+    pub rmw_ms: u64,
+    pub gap_ms: u64,
+    pub lease_ms: u64,
+    pub watchdog_ms: u64,
+    pub response_ms: u64,
+    pub max_secs: u64,
+    pub stop_file: Option<PathBuf>,
+}
+
+impl HolderSpec {
+    pub fn new(url: &str, lock: &str) -> HolderSpec {
+        HolderSpec {
+            url: url.to_owned(),
+            store: None,
+            lock: lock.to_owned(),
+            iterations: 5,
+            forever: false,
+            hold_ms: 0,
+            rmw_ms: 5,
+            gap_ms: 0,
+            lease_ms: 0,
+            watchdog_ms: 3000,
+            response_ms: 1000,
+            max_secs: 60,
+            stop_file: None,
+        }
+    }
+}
+
+/// A running holder process; killed (SIGCONT first) on drop.
+pub struct Holder {
+    pub child: Child,
+    pub history: PathBuf,
+}
+
+impl Holder {
+    pub fn spawn(spec: &HolderSpec, history: PathBuf) -> Holder {
+        let mut cmd = Command::new(holder_bin());
+        let mut arg = |k: &str, v: String| {
+            cmd.arg(format!("--{k}")).arg(v);
+        };
+        arg("url", spec.url.clone());
+        if let Some(s) = &spec.store {
+            arg("store", s.clone());
+        }
+        arg("lock", spec.lock.clone());
+        arg("history", history.display().to_string());
+        arg("iterations", spec.iterations.to_string());
+        arg("forever", u8::from(spec.forever).to_string());
+        arg("hold-ms", spec.hold_ms.to_string());
+        arg("rmw-ms", spec.rmw_ms.to_string());
+        arg("gap-ms", spec.gap_ms.to_string());
+        arg("lease-ms", spec.lease_ms.to_string());
+        arg("watchdog-ms", spec.watchdog_ms.to_string());
+        arg("response-ms", spec.response_ms.to_string());
+        arg("max-secs", spec.max_secs.to_string());
+        if let Some(f) = &spec.stop_file {
+            arg("stop-file", f.display().to_string());
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn holder");
+        Holder { child, history }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status();
+    }
+
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// SIGKILL and reap; returns the CLOCK_MONOTONIC time the kill was sent.
+    pub fn kill9(&mut self) -> u64 {
+        let at = mono_ns();
+        self.signal("CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        at
+    }
+
+    /// Waits for the process to exit on its own, at most `within`; whether it exited cleanly.
+    pub async fn wait(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn events(&self) -> Vec<Event> {
+        read_events(&self.history)
+    }
+
+    /// Waits until this holder's history has `n` events named `kind`.
+    pub async fn wait_for(&self, kind: &str, n: usize, within: Duration) -> bool {
+        super::eventually(within, || async {
+            self.events().iter().filter(|e| e.kind == kind).count() >= n
+        })
+        .await
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal("CONT");
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One history line.
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub kind: String,
+    pub fields: HashMap<String, String>,
+}
+
+impl Event {
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.fields.get(k).map(String::as_str)
+    }
+    pub fn num(&self, k: &str) -> Option<u64> {
+        self.get(k).and_then(|v| v.parse().ok())
+    }
+}
+
+pub fn read_events(path: &Path) -> Vec<Event> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.ends_with(|c: char| !c.is_whitespace()))
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            let kind = parts.next()?.to_owned();
+            let fields = parts
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            Some(Event { kind, fields })
+        })
+        .collect()
+}
+
+/// One hold as the histories saw it.
+#[derive(Clone, Debug)]
+pub struct Hold {
+    pub pid: u32,
+    pub lock: String,
+    pub start: u64,
+    /// When the release was invoked; `None`: never released (killed, or still holding).
+    pub end: Option<u64>,
+    pub token: i64,
+    /// Whether the RMW on the counter completed (`read=` a number).
+    pub incremented: bool,
+    /// Fenced resource verdict: `Some(true)` accepted, `Some(false)` rejected.
+    pub fenced: Option<bool>,
+    /// The guard reported the hold lost before the release, or the release said so.
+    pub lost: bool,
+}
+
+impl Hold {
+    fn end_or(&self, open_end: u64) -> u64 {
+        self.end.unwrap_or(open_end)
+    }
+}
+
+/// Everything the checker found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub holds: Vec<Hold>,
+    /// Pairs of overlapping holds of one lock (indices into `holds`).
+    pub overlaps: Vec<(usize, usize)>,
+    pub increments: u64,
+    pub counter: i64,
+    /// Accepted fenced writes in the resource's order: (token, writer pid).
+    pub fenced_log: Vec<(i64, u32)>,
+    pub fenced_rejected: usize,
+    /// Fencing violations (must always be empty).
+    pub fencing_errors: Vec<String>,
+    pub errors: Vec<Event>,
+}
+
+impl Report {
+    /// Overlapping pairs in which neither hold was reported lost: a mutual-exclusion violation
+    /// inside the model.
+    pub fn unexplained_overlaps(&self) -> Vec<(&Hold, &Hold)> {
+        self.overlaps
+            .iter()
+            .map(|&(a, b)| (&self.holds[a], &self.holds[b]))
+            .filter(|(a, b)| !a.lost && !b.lost)
+            .collect()
+    }
+
+    pub fn lost_holds(&self) -> usize {
+        self.holds.iter().filter(|h| h.lost).count()
+    }
+
+    /// Asserts the fault-free (inside the model) properties.
+    pub fn assert_safe(&self, context: &str) {
+        assert!(
+            self.fencing_errors.is_empty(),
+            "{context}: fencing violated: {:?}",
+            self.fencing_errors
+        );
+        assert!(
+            self.overlaps.is_empty(),
+            "{context}: overlapping holds: {:?}",
+            self.overlaps
+                .iter()
+                .map(|&(a, b)| (&self.holds[a], &self.holds[b]))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(
+            self.counter, self.increments as i64,
+            "{context}: lost update: counter {} after {} increments",
+            self.counter, self.increments
+        );
+    }
+}
+
+/// Reads the histories of lock `lock`, closes holds left open at `open_end` (e.g. the time a
+/// holder was killed; `u64::MAX` when unknown), and checks them against the counter and the
+/// fenced resource on `store`.
+pub async fn check(
+    store: &mut redis::aio::MultiplexedConnection,
+    lock: &str,
+    histories: &[PathBuf],
+    open_ends: &HashMap<u32, u64>,
+) -> Report {
+    let mut report = Report::default();
+    for path in histories {
+        let mut open: Option<Hold> = None;
+        for e in read_events(path) {
+            if e.get("lock").is_some_and(|l| l != lock) {
+                continue;
+            }
+            let pid = e.num("pid").unwrap_or(0) as u32;
+            match e.kind.as_str() {
+                "acquired" => {
+                    if let Some(h) = open.take() {
+                        report.holds.push(h);
+                    }
+                    open = Some(Hold {
+                        pid,
+                        lock: lock.to_owned(),
+                        start: e.num("start").unwrap(),
+                        end: None,
+                        token: e.get("token").and_then(|t| t.parse().ok()).unwrap_or(0),
+                        incremented: false,
+                        fenced: None,
+                        lost: false,
+                    });
+                }
+                "released" => {
+                    open = None;
+                    report.holds.push(Hold {
+                        pid,
+                        lock: lock.to_owned(),
+                        start: e.num("start").unwrap(),
+                        end: e.num("end"),
+                        token: e.get("token").and_then(|t| t.parse().ok()).unwrap_or(0),
+                        incremented: e.get("read").is_some_and(|r| r != "-"),
+                        fenced: match e.get("fenced") {
+                            Some("1") => Some(true),
+                            Some("0") => Some(false),
+                            _ => None,
+                        },
+                        lost: e.get("lost") == Some("1") || e.get("unlock") == Some("lost"),
+                    });
+                }
+                "error" => report.errors.push(e),
+                _ => {}
+            }
+        }
+        if let Some(mut h) = open {
+            if let Some(&end) = open_ends.get(&h.pid) {
+                h.end = Some(end);
+            }
+            report.holds.push(h);
+        }
+    }
+    report.holds.sort_by_key(|h| h.start);
+    // Pairwise: sorted by start, a hold overlaps every later one that starts before its end.
+    for i in 0..report.holds.len() {
+        let end = report.holds[i].end_or(u64::MAX);
+        for j in i + 1..report.holds.len() {
+            if report.holds[j].start >= end {
+                break;
+            }
+            report.overlaps.push((i, j));
+        }
+    }
+    report.increments = report.holds.iter().filter(|h| h.incremented).count() as u64;
+    let counter: Option<i64> = store.get(format!("{lock}:counter")).await.unwrap();
+    report.counter = counter.unwrap_or(0);
+    let log: Vec<String> = store
+        .lrange(format!("{lock}:fenced:log"), 0, -1)
+        .await
+        .unwrap();
+    report.fenced_log = log
+        .iter()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(t, p)| (t.parse().unwrap(), p.parse().unwrap()))
+        .collect();
+    // Accepted tokens never go down, and one token belongs to one writer.
+    let mut writer_of: HashMap<i64, u32> = HashMap::new();
+    for w in report.fenced_log.windows(2) {
+        if w[1].0 < w[0].0 {
+            report
+                .fencing_errors
+                .push(format!("stale token {} accepted after {}", w[1].0, w[0].0));
+        }
+    }
+    for &(t, p) in &report.fenced_log {
+        if let Some(other) = writer_of.insert(t, p) {
+            if other != p {
+                report
+                    .fencing_errors
+                    .push(format!("token {t} used by two writers ({other} and {p})"));
+            }
+        }
+    }
+    // A rejected write must have been stale: some accepted write had a higher token.
+    let max_accepted = report.fenced_log.iter().map(|e| e.0).max().unwrap_or(0);
+    for h in &report.holds {
+        if h.fenced == Some(false) {
+            report.fenced_rejected += 1;
+            if h.token >= max_accepted {
+                report.fencing_errors.push(format!(
+                    "write with token {} rejected but no higher token was accepted",
+                    h.token
+                ));
+            }
+        }
+        if h.fenced == Some(true) && !writer_of.contains_key(&h.token) {
+            report
+                .fencing_errors
+                .push(format!("accepted token {} missing from the log", h.token));
+        }
+    }
+    report
+}
+
+/// A fresh history path in `dir` for holder number `i`.
+pub fn history_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("holder-{i}.history"))
+}

@@ -1,0 +1,393 @@
+//! Real Redis Cluster and Sentinel deployments on loopback ports, for the topology tests.
+//!
+//! `TestCluster`: 3 masters (optionally with one replica each) made with
+//! `redis-server --cluster-enabled yes` and `redis-cli --cluster create`.
+//! `TestSentinel`: a master, a replica and 3 sentinels (`redis-server <conf> --sentinel`).
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{redis_server_bin, INSTALL_HINT};
+
+/// A port `p` such that both `p` and the cluster bus port `p + 10000` are free.
+fn free_cluster_port() -> u16 {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let p = l.local_addr().unwrap().port();
+        if p < 55000 && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port pair for a cluster node");
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+/// One redis-server process (data node or sentinel) in its own directory.
+pub struct Node {
+    pub port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl Node {
+    fn spawn(port: u16, args: Vec<String>, conf: Option<String>) -> Node {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut node = Node {
+            port,
+            child: None,
+            dir,
+            args,
+        };
+        if let Some(conf) = conf {
+            std::fs::write(node.dir.path().join("node.conf"), conf).unwrap();
+        }
+        node.start();
+        node
+    }
+
+    fn start(&mut self) {
+        let mut cmd = Command::new(redis_server_bin());
+        let conf = self.dir.path().join("node.conf");
+        if conf.exists() {
+            cmd.arg(&conf);
+        }
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!("{INSTALL_HINT}"),
+            Err(e) => panic!("cannot start redis-server: {e}"),
+        };
+        self.child = Some(child);
+        assert!(
+            wait_ping(self.port, Duration::from_secs(10)),
+            "node on {} did not come up",
+            self.port
+        );
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap()
+    }
+
+    /// Kills the process (SIGKILL).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn wait_ping(port: u16, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    while Instant::now() < deadline {
+        if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Polls a blocking condition every 50 ms until it holds or `within` passes.
+pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// A real Redis Cluster of 3 masters, with `replicas` replicas each.
+pub struct TestCluster {
+    pub nodes: Vec<Node>,
+}
+
+impl TestCluster {
+    pub fn start(replicas: usize) -> TestCluster {
+        let count = 3 * (1 + replicas);
+        let nodes: Vec<Node> = (0..count)
+            .map(|_| {
+                Node::spawn(
+                    free_cluster_port(),
+                    [
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                    None,
+                )
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for n in &nodes {
+            create.arg(n.addr());
+        }
+        create
+            .arg("--cluster-replicas")
+            .arg(replicas.to_string())
+            .arg("--cluster-yes")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let status = create.status().expect("redis-cli --cluster create");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        let cluster = TestCluster { nodes };
+        assert!(
+            wait_until(Duration::from_secs(30), || cluster.is_ok(replicas)),
+            "cluster did not reach state ok"
+        );
+        cluster
+    }
+
+    /// Every node reports `cluster_state:ok` and agrees on the replica count.
+    fn is_ok(&self, replicas: usize) -> bool {
+        self.nodes.iter().all(|n| {
+            let mut c = n.conn();
+            let info: String = redis::cmd("CLUSTER")
+                .arg("INFO")
+                .query(&mut c)
+                .unwrap_or_default();
+            if !info.contains("cluster_state:ok") {
+                return false;
+            }
+            if replicas == 0 {
+                return true;
+            }
+            let repl: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut c)
+                .unwrap_or_default();
+            // Masters see their replica online; replicas see their master link up.
+            repl.contains("role:slave") && repl.contains("master_link_status:up")
+                || repl.contains(&format!("connected_slaves:{replicas}"))
+        })
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// The node currently serving `slot` as master.
+    pub fn master_of(&self, slot: u16) -> &Node {
+        let mut c = self.nodes[0].conn();
+        let shards: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).unwrap();
+        let redis::Value::Array(ranges) = shards else {
+            panic!("CLUSTER SLOTS: {shards:?}")
+        };
+        for r in ranges {
+            let redis::Value::Array(items) = r else {
+                continue;
+            };
+            let (
+                Some(redis::Value::Int(lo)),
+                Some(redis::Value::Int(hi)),
+                Some(redis::Value::Array(master)),
+            ) = (items.first(), items.get(1), items.get(2))
+            else {
+                continue;
+            };
+            if (*lo..=*hi).contains(&i64::from(slot)) {
+                let Some(redis::Value::Int(port)) = master.get(1) else {
+                    continue;
+                };
+                return self
+                    .nodes
+                    .iter()
+                    .find(|n| i64::from(n.port) == *port)
+                    .expect("master is one of ours");
+            }
+        }
+        panic!("slot {slot} not served");
+    }
+
+    fn node_id(node: &Node) -> String {
+        let mut c = node.conn();
+        redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap()
+    }
+
+    /// Moves `slot` (and its keys) from its master to another master, the way
+    /// `redis-cli --cluster reshard` does: SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE.
+    pub fn move_slot(&self, slot: u16) -> u16 {
+        let from = self.master_of(slot);
+        let to = self
+            .nodes
+            .iter()
+            .find(|n| {
+                n.port != from.port && {
+                    let mut c = n.conn();
+                    let role: redis::Value = redis::cmd("ROLE").query(&mut c).unwrap();
+                    matches!(role, redis::Value::Array(ref v) if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+                }
+            })
+            .expect("another master");
+        let (from_id, to_id) = (Self::node_id(from), Self::node_id(to));
+        let mut fc = from.conn();
+        let mut tc = to.conn();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("IMPORTING")
+            .arg(&from_id)
+            .query(&mut tc)
+            .unwrap();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("MIGRATING")
+            .arg(&to_id)
+            .query(&mut fc)
+            .unwrap();
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut fc)
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let _: () = redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(to.port)
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query(&mut fc)
+                .unwrap();
+        }
+        for n in &self.nodes {
+            let mut c = n.conn();
+            let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&to_id)
+                .query(&mut c);
+        }
+        to.port
+    }
+}
+
+/// A master, one replica, and 3 sentinels watching them as `mymaster`.
+pub struct TestSentinel {
+    pub master: Node,
+    pub replica: Node,
+    pub sentinels: Vec<Node>,
+}
+
+pub const MASTER_NAME: &str = "mymaster";
+
+impl TestSentinel {
+    pub fn start() -> TestSentinel {
+        let data = |extra: Vec<String>| {
+            let mut args: Vec<String> = ["--save", "", "--appendonly", "no"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.extend(extra);
+            Node::spawn(free_port(), args, None)
+        };
+        let master = data(vec![]);
+        let replica = data(vec![
+            "--replicaof".into(),
+            "127.0.0.1".into(),
+            master.port.to_string(),
+        ]);
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                let mut c = replica.conn();
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut c)
+                    .unwrap_or_default();
+                info.contains("master_link_status:up")
+            }),
+            "replica did not sync"
+        );
+        let sentinels = (0..3)
+            .map(|_| {
+                let conf = format!(
+                    "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                     sentinel failover-timeout {MASTER_NAME} 3000\n\
+                     sentinel parallel-syncs {MASTER_NAME} 1\n",
+                    master.port
+                );
+                Node::spawn(free_port(), vec!["--sentinel".into()], Some(conf))
+            })
+            .collect();
+        TestSentinel {
+            master,
+            replica,
+            sentinels,
+        }
+    }
+
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(Node::url).collect()
+    }
+
+    /// The port sentinels currently report for the master.
+    pub fn master_port(&self) -> Option<u16> {
+        let mut c = self.sentinels[0].conn();
+        let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(MASTER_NAME)
+            .query(&mut c)
+            .ok();
+        addr.and_then(|(_, p)| p.parse().ok())
+    }
+}
