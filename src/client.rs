@@ -167,6 +167,8 @@ impl Client {
             watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
             config,
         });
+        // Only now may the watchdog look at the client (see `watchdog::run`).
+        wake.notify_one();
         Ok(Client { inner })
     }
 

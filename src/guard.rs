@@ -188,8 +188,22 @@ impl<K: LockKind> LockGuard<K> {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(mut self) -> Result<()> {
-        self.armed = false;
-        let r = self.release().await;
+        // The guard stays armed until the release is in flight: dropped before that (e.g. while
+        // waiting for the owner's gate), its `Drop` still releases the hold.
+        let fixed = self.lease.map(|l| l.0);
+        let r = self
+            .lock
+            .release(
+                &self.slot,
+                Some(self.epoch),
+                fixed.is_none(),
+                fixed,
+                &mut self.armed,
+            )
+            .await;
+        if r.is_ok() {
+            self.armed = false;
+        }
         match r? {
             Release::NotHeld => Err(LockError::LeaseLost {
                 name: self.lock.name().to_owned(),
@@ -207,7 +221,13 @@ impl<K: LockKind> LockGuard<K> {
     async fn release(&self) -> Result<Release> {
         let fixed = self.lease.map(|l| l.0);
         self.lock
-            .release(&self.slot, Some(self.epoch), fixed.is_none(), fixed)
+            .release(
+                &self.slot,
+                Some(self.epoch),
+                fixed.is_none(),
+                fixed,
+                &mut true,
+            )
             .await
     }
 }

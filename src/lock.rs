@@ -344,7 +344,7 @@ impl<K: LockKind> Lock<K> {
         self.check_name()?;
         let owner = self.owner();
         let slot = self.slot(owner);
-        let r = self.release(&slot, None, false, None).await;
+        let r = self.release(&slot, None, false, None, &mut true).await;
         self.client().inner.holds.release_slot(&slot);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
@@ -586,11 +586,13 @@ impl<K: LockKind> Lock<K> {
         let deadline = wait.map(|w| start + w);
         let owner = self.owner();
         let slot = self.slot(owner);
-        let r = self.acquire_slot(owner, &slot, deadline, wait, lease).await;
-        if !matches!(r, Ok(Some(_))) {
-            self.client().inner.holds.release_slot(&slot);
-        }
-        r
+        // Forgets the slot when this ends without a hold, also when the future is dropped
+        // (a slot that still counts holds, or is shared, is kept).
+        let _forget = ForgetSlot {
+            lock: self,
+            slot: &slot,
+        };
+        self.acquire_slot(owner, &slot, deadline, wait, lease).await
     }
 
     async fn acquire_slot(
@@ -777,12 +779,15 @@ impl<K: LockKind> Lock<K> {
 
     /// Releases one hold. `epoch`: the guard's epoch (`None` for owner-style unlock);
     /// `watchdog_hold`: whether that hold was renewed by the watchdog; `lease`: its fixed lease.
+    /// `pending` is cleared once the release script is about to be sent: from then on a dropped
+    /// future completes the release in the background; before that, nothing was released.
     pub(crate) async fn release(
         &self,
         slot: &Arc<Slot>,
         epoch: Option<u64>,
         watchdog_hold: bool,
         lease: Option<Duration>,
+        pending: &mut bool,
     ) -> Result<Release> {
         let inner = &self.client().inner;
         let mut gate = slot.gate().await;
@@ -814,6 +819,7 @@ impl<K: LockKind> Lock<K> {
             lease_ms,
             fallback: Some((count_after, wd_after)),
         };
+        *pending = false;
         let mut attempt = 0;
         let reply = loop {
             let op = self.op(&slot.field, lease_ms, 0);
@@ -932,6 +938,19 @@ impl<K: LockKind> Lock<K> {
             }
             lock.client().inner.holds.release_slot(&slot);
         });
+    }
+}
+
+/// Drops an acquisition's slot from the client's map when the acquisition ends, however it
+/// ends; [`Holds::release_slot`](crate::holds::Holds::release_slot) keeps slots still in use.
+struct ForgetSlot<'a, K: LockKind> {
+    lock: &'a Lock<K>,
+    slot: &'a Arc<Slot>,
+}
+
+impl<K: LockKind> Drop for ForgetSlot<'_, K> {
+    fn drop(&mut self) {
+        self.lock.client().inner.holds.release_slot(self.slot);
     }
 }
 

@@ -25,6 +25,9 @@ use crate::scripts;
 pub(crate) const BATCH: usize = 100;
 
 pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify>) {
+    // This task is spawned while the client is being built: until `with_config` wakes it once
+    // the client is complete, `upgrade` would fail as if the client were gone, and end the task.
+    wake.notified().await;
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);

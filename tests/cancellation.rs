@@ -1,0 +1,548 @@
+//! Cancel safety: a dropped `lock()` / `try_lock_for()` / `unlock()` future, at any await point,
+//! leaves no hold and no renewal behind, and a cancelled re-entry never changes an earlier hold.
+mod support;
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::{Client, LockOwner};
+use support::*;
+
+/// Generous bound for background clean-up.
+const SETTLE: Duration = Duration::from_secs(10);
+/// How many poll counts the sweeps try.
+const MAX_POLLS: usize = 24;
+
+/// Polls `fut` up to `polls` times, letting the runtime (and its I/O) run between polls in one of
+/// several ways, then drops it. Returns the output if it finished first.
+async fn poll_then_drop<F: Future>(fut: F, polls: usize, pace: usize) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    for i in 0..polls {
+        let step = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+        if let Poll::Ready(out) = step {
+            return Some(out);
+        }
+        match (pace + i) % 3 {
+            0 => tokio::task::yield_now().await,
+            1 => tokio::time::sleep(Duration::from_micros(300)).await,
+            _ => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+    None
+}
+
+async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    raw.exists(key).await.unwrap()
+}
+
+async fn count_of(raw: &mut MultiplexedConnection, key: &str, field: &str) -> i64 {
+    let c: Option<i64> = raw.hget(key, field).await.unwrap();
+    c.unwrap_or(0)
+}
+
+fn field(client: &Client, owner: LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// Waits until the lock key is gone and the client renews and subscribes nothing.
+///
+/// (`tracked_holds` is not checked here: an empty bookkeeping slot can survive a background
+/// release that races another clone of it; see `waiter_cancelled_while_waiting_leaves_nothing`
+/// for the deterministic case.)
+async fn assert_all_clear(server: &TestServer, client: &Client, key: &str, context: &str) {
+    let ok = eventually(SETTLE, || async {
+        let mut raw = server.conn().await;
+        let s = client.stats();
+        !exists(&mut raw, key).await && s.watched_holds == 0 && s.subscribed_channels == 0
+    })
+    .await;
+    let mut raw = server.conn().await;
+    let fields: std::collections::HashMap<String, i64> = raw.hgetall(key).await.unwrap();
+    assert!(
+        ok,
+        "{context}: not cleaned up: key fields {fields:?}, stats {:?}",
+        client.stats()
+    );
+}
+
+/// Cancelling an uncontended `lock()` after every number of polls, by one owner: the next
+/// `lock()` by that owner must find a count of exactly 1, and nothing is renewed afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_dropped_at_every_poll_by_one_owner() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:one-owner";
+    let lock = client.get_lock(name).with_owner(LockOwner::new(1));
+    for pace in 0..3 {
+        for polls in 0..MAX_POLLS {
+            if let Some(r) = poll_then_drop(lock.lock(), polls, pace).await {
+                r.unwrap().unlock().await.unwrap();
+            }
+            // The gate orders this after any clean-up of the cancelled acquire.
+            let g = lock.lock().await.unwrap();
+            assert_eq!(
+                lock.hold_count().await.unwrap(),
+                1,
+                "polls {polls} pace {pace}: cancelled acquire left a hold"
+            );
+            assert_eq!(client.stats().watched_holds, 1);
+            g.unlock().await.unwrap();
+            assert!(!exists(&mut raw, name).await, "polls {polls} pace {pace}");
+            assert_eq!(client.stats().watched_holds, 0);
+        }
+    }
+    assert_all_clear(&server, &client, name, "end of sweep").await;
+}
+
+/// The same with a fresh task (a fresh default owner) for every cancellation, and also with
+/// `try_lock_for` and `timeout`-style cancellation: the key disappears and the client forgets
+/// the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_dropped_at_every_poll_in_fresh_tasks() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let name = "cancel:fresh";
+    let lock = client.get_lock(name);
+    for polls in 0..MAX_POLLS {
+        for which in 0..2 {
+            let l = lock.clone();
+            tokio::spawn(async move {
+                let done = if which == 0 {
+                    poll_then_drop(l.lock(), polls, polls).await
+                } else {
+                    poll_then_drop(l.try_lock_for(Duration::from_secs(5)), polls, polls)
+                        .await
+                        .map(|r| r.map(|g| g.expect("free lock")))
+                };
+                if let Some(r) = done {
+                    r.unwrap().unlock().await.unwrap();
+                }
+            })
+            .await
+            .unwrap();
+            assert_all_clear(
+                &server,
+                &client,
+                name,
+                &format!("polls {polls} which {which}"),
+            )
+            .await;
+        }
+    }
+    for micros in [
+        0u64, 50, 100, 200, 400, 700, 1_000, 1_500, 2_000, 3_000, 5_000,
+    ] {
+        let l = lock.clone();
+        tokio::spawn(async move {
+            if let Ok(r) = tokio::time::timeout(Duration::from_micros(micros), l.lock()).await {
+                r.unwrap().unlock().await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+        assert_all_clear(&server, &client, name, &format!("timeout {micros}us")).await;
+    }
+}
+
+/// A waiter cancelled while it waits for a holder: the client forgets it at once (no slot
+/// left per cancelled waiter), and once the holder releases, the lock is free (the waiter did
+/// not take it), its subscription is gone and nothing is renewed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_cancelled_while_waiting_leaves_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let holder_client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:waiting";
+    let lock = client.get_lock(name);
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    for round in 0..12usize {
+        let held = holder_client.get_lock(name).lock().await.unwrap();
+        let l = lock.clone();
+        let cut = Duration::from_millis(5 * round as u64);
+        tokio::spawn(async move {
+            let r = if round % 2 == 0 {
+                tokio::time::timeout(cut + Duration::from_millis(100), l.lock())
+                    .await
+                    .map(|r| r.map(Some))
+            } else {
+                tokio::time::timeout(
+                    cut + Duration::from_millis(100),
+                    l.try_lock_for(Duration::from_secs(60)),
+                )
+                .await
+            };
+            assert!(r.is_err(), "round {round}: acquired a held lock");
+        })
+        .await
+        .unwrap();
+        // Cancelled while parked: no script was in flight, nothing to clean up in Redis, and
+        // the waiter's bookkeeping is gone.
+        let forgotten = eventually(SETTLE, || async {
+            let s = client.stats();
+            s.tracked_holds == 0 && s.subscribed_channels == 0
+        })
+        .await;
+        assert!(forgotten, "round {round}: {:?}", client.stats());
+        // Cancel by poll count too, while it is parked.
+        let l = lock.clone();
+        tokio::spawn(async move {
+            assert!(poll_then_drop(l.lock(), round + 2, round).await.is_none());
+        })
+        .await
+        .unwrap();
+        held.unlock().await.unwrap();
+        assert_all_clear(&server, &client, name, &format!("round {round}")).await;
+        let ch = channel.clone();
+        let unsubscribed = eventually(SETTLE, || {
+            let mut raw = raw.clone();
+            let ch = ch.clone();
+            async move {
+                let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(ch)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                n == 0
+            }
+        })
+        .await;
+        assert!(unsubscribed, "round {round}: still subscribed");
+    }
+    assert!(!exists(&mut raw, name).await);
+}
+
+/// A waiter cancelled while the holder releases at about the same time (its retry may be in
+/// flight): whatever it may have taken is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_cancelled_around_the_release() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let holder_client = server.client().await;
+    let name = "cancel:race";
+    let lock = client.get_lock(name);
+    for round in 0..20u64 {
+        let held = holder_client.get_lock(name).lock().await.unwrap();
+        let l = lock.clone();
+        let waiter = tokio::spawn(async move {
+            let fut = l.lock();
+            let mut fut = pin!(fut);
+            // Park, then give it a short moment after the release before cancelling.
+            tokio::select! {
+                _ = &mut fut => panic!("acquired a held lock"),
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+            tokio::time::sleep(Duration::from_micros(100 * round)).await;
+            if let Some(r) = poll_then_drop(fut, 3, round as usize).await {
+                r.unwrap().unlock().await.unwrap();
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        held.unlock().await.unwrap();
+        waiter.await.unwrap();
+        assert_all_clear(&server, &client, name, &format!("round {round}")).await;
+    }
+}
+
+/// Cancelling a re-entry (the owner already holds 1) at every poll count: the count is never
+/// 0 meanwhile, is exactly 1 afterwards, and the original guard still releases normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_reentry_never_changes_the_earlier_hold() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:reentry";
+    let owner = LockOwner::new(42);
+    let lock = client.get_lock(name).with_owner(owner);
+    let me = field(&client, owner);
+    let first = lock.lock().await.unwrap();
+
+    // Watch the count on the server during the whole sweep.
+    let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut sampler_conn = raw.clone();
+    let (key, f) = (name.to_owned(), me.clone());
+    let sampler = tokio::spawn(async move {
+        let mut min = i64::MAX;
+        let mut samples = 0u64;
+        loop {
+            let c = count_of(&mut sampler_conn, &key, &f).await;
+            min = min.min(c);
+            samples += 1;
+            if stop_rx.try_recv().is_ok() {
+                return (min, samples);
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+
+    for polls in 0..MAX_POLLS {
+        for which in 0..2 {
+            let done = if which == 0 {
+                poll_then_drop(lock.lock(), polls, polls).await
+            } else {
+                poll_then_drop(lock.try_lock_for(Duration::from_secs(5)), polls, polls)
+                    .await
+                    .map(|r| r.map(|g| g.expect("re-entry")))
+            };
+            if let Some(r) = done {
+                r.unwrap().unlock().await.unwrap();
+            }
+            let ok = eventually(SETTLE, || async {
+                let mut raw = server.conn().await;
+                count_of(&mut raw, name, &me).await == 1
+                    && client.stats().watched_holds == 1
+                    && client.stats().tracked_holds == 1
+            })
+            .await;
+            assert!(
+                ok,
+                "polls {polls} which {which}: count {} stats {:?}",
+                count_of(&mut raw, name, &me).await,
+                client.stats()
+            );
+            // Deterministic check through the gate: one more re-entry makes exactly 2.
+            let g = lock.lock().await.unwrap();
+            assert_eq!(lock.hold_count().await.unwrap(), 2, "polls {polls}");
+            g.unlock().await.unwrap();
+            assert_eq!(count_of(&mut raw, name, &me).await, 1);
+        }
+    }
+    let _ = stop_tx.send(());
+    let (min, samples) = sampler.await.unwrap();
+    assert!(samples > 0);
+    assert!(min >= 1, "the earlier hold vanished during the sweep");
+
+    assert!(!first.is_lost());
+    first.unlock().await.unwrap();
+    assert_all_clear(&server, &client, name, "after the first guard").await;
+}
+
+/// Deterministic in-flight cancellation: the server is paused for writes, so the acquire
+/// script is surely sent but not yet run when the future is dropped. When the server resumes,
+/// the acquire runs and must then be undone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:inflight";
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().unlock().await.unwrap(); // load the scripts
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg("Khg")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut events = Listener::start(&server, &format!("__keyspace@0__:{name}")).await;
+
+    // A fresh acquire.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_000)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let l = lock.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = l.lock() => panic!("acquired while the server was paused"),
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!exists(&mut raw, name).await, "ran during the pause");
+    // After the pause the acquire runs (hincrby), then the clean-up removes it.
+    let mut seen = Vec::new();
+    while let Some(e) = events.next(SETTLE).await {
+        seen.push(e.clone());
+        if e == "del" || e == "hdel" {
+            break;
+        }
+    }
+    assert!(seen.contains(&"hincrby".to_owned()), "{seen:?}");
+    assert_all_clear(&server, &client, name, "fresh acquire").await;
+    events.drain();
+
+    // A re-entry: the first hold must survive, at exactly 1.
+    let first = lock.lock().await.unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_000)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    tokio::select! {
+        _ = lock.lock() => panic!("re-entered while the server was paused"),
+        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+    }
+    let me = field(&client, first.owner());
+    let mut seen = Vec::new();
+    while let Some(e) = events.next(SETTLE).await {
+        seen.push(e.clone());
+        if e == "hset" {
+            break;
+        }
+    }
+    assert!(seen.contains(&"hincrby".to_owned()), "{seen:?}");
+    assert!(!seen.contains(&"del".to_owned()), "{seen:?}");
+    let ok = eventually(SETTLE, || async {
+        let mut raw = server.conn().await;
+        count_of(&mut raw, name, &me).await == 1
+    })
+    .await;
+    assert!(ok, "count {}", count_of(&mut raw, name, &me).await);
+    assert_eq!(client.stats().watched_holds, 1);
+    assert!(!first.is_lost());
+    first.unlock().await.unwrap();
+    assert_all_clear(&server, &client, name, "re-entry").await;
+}
+
+/// A `guard.unlock()` future dropped at any point still releases the hold (in the
+/// background), exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_dropped_at_every_poll_still_releases() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:unlock";
+    let owner = LockOwner::new(3);
+    let lock = client.get_lock(name).with_owner(owner);
+    let me = field(&client, owner);
+    for polls in 0..MAX_POLLS {
+        // Outer hold kept; the inner one's unlock is cancelled: count must go back to 1.
+        let outer = lock.lock().await.unwrap();
+        let inner = lock.lock().await.unwrap();
+        if let Some(r) = poll_then_drop(inner.unlock(), polls, polls).await {
+            r.unwrap();
+        }
+        let ok = eventually(SETTLE, || async {
+            let mut raw = server.conn().await;
+            count_of(&mut raw, name, &me).await == 1
+        })
+        .await;
+        assert!(
+            ok,
+            "polls {polls}: count {}",
+            count_of(&mut raw, name, &me).await
+        );
+        // Then the outer one's unlock is cancelled too: the lock must be gone.
+        if let Some(r) = poll_then_drop(outer.unlock(), polls, polls + 1).await {
+            r.unwrap();
+        }
+        assert_all_clear(&server, &client, name, &format!("polls {polls}")).await;
+    }
+}
+
+/// A `guard.unlock()` that is cancelled while it waits for its owner's gate (another task of
+/// the same owner has a script in flight) must still release the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_cancelled_while_waiting_for_the_owner_gate_still_releases() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:unlock-gate";
+    let owner = LockOwner::new(8);
+    let lock = client.get_lock(name).with_owner(owner);
+    let me = field(&client, owner);
+    let first = lock.lock().await.unwrap();
+
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1_000)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // Same owner, another task: its re-entry script waits out the pause, holding the gate.
+    let l = lock.clone();
+    let reentry = tokio::spawn(async move { l.lock().await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::select! {
+        r = first.unlock() => panic!("unlock finished during the pause: {r:?}"),
+        _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+    }
+    let second = tokio::time::timeout(SETTLE, reentry)
+        .await
+        .expect("re-entry did not finish after the pause")
+        .unwrap();
+    assert!(!second.is_lost());
+    // The cancelled unlock of `first` is completed in the background: one hold remains.
+    let ok = eventually(SETTLE, || async {
+        let mut raw = server.conn().await;
+        count_of(&mut raw, name, &me).await == 1
+    })
+    .await;
+    assert!(ok, "count {}", count_of(&mut raw, name, &me).await);
+    second.unlock().await.unwrap();
+    assert_all_clear(&server, &client, name, "after both guards").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_guard_releases_in_the_background() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    let name = "cancel:drop-guard";
+    let mut listener =
+        Listener::start(&server, &format!("redisson_lock__channel:{{{name}}}")).await;
+    let lock = client.get_lock(name);
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    drop(inner);
+    let ok = eventually(SETTLE, || async { lock.hold_count().await.unwrap() == 1 }).await;
+    assert!(ok, "dropped inner guard not released");
+    assert_eq!(client.stats().watched_holds, 1);
+    drop(outer);
+    assert_all_clear(&server, &client, name, "dropped guards").await;
+    assert_eq!(listener.next(SETTLE).await.as_deref(), Some("0"));
+    // And another client can take it at once.
+    let g = other
+        .get_lock(name)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("lock still held after its guards were dropped");
+    g.unlock().await.unwrap();
+
+    // A fixed-lease guard too.
+    drop(lock.lock_with_lease(Duration::from_secs(30)).await.unwrap());
+    assert_all_clear(&server, &client, name, "dropped fixed-lease guard").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_moved_to_another_task_unlocks_there() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "cancel:moved";
+    let lock = client.get_lock(name);
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    let me = field(&client, outer.owner());
+    // The other task is a different default owner, but the guard knows its own.
+    tokio::spawn(async move { inner.unlock().await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(count_of(&mut raw, name, &me).await, 1);
+    tokio::spawn(async move {
+        assert!(!outer.is_lost());
+        outer.unlock().await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!exists(&mut raw, name).await);
+    assert_all_clear(&server, &client, name, "moved guards").await;
+}
