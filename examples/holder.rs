@@ -1,0 +1,253 @@
+//! A lock holder process for the fault-injection suite (`tests/fault_*.rs`).
+//!
+//! Takes a lock by name, records every hold interval in CLOCK_MONOTONIC nanoseconds (one clock
+//! for every process on the machine) with its fencing token to a history file, and inside each
+//! hold does a deliberately unsafe read-modify-write (GET, sleep, SET) on a shared counter and
+//! one write to a toy fenced resource that rejects stale tokens. Tests kill it, stop it and
+//! starve it; `tests/support/checker.rs` reads the histories.
+//!
+//! ```text
+//! cargo run --example holder -- --url redis://127.0.0.1:6379/ --lock demo --history /tmp/h1
+//! ```
+//!
+//! Options (all `--name value`):
+//! * `--url` lock server; `--store` server of the counter and fenced resource (default: `--url`)
+//! * `--lock` lock name; `--history` file to append to (required)
+//! * `--iterations` holds to take (default 10); `--forever 1` takes one hold and keeps it
+//! * `--hold-ms` sleep inside the hold before the writes (default 0); `--rmw-ms` sleep between
+//!   GET and SET (default 5); `--gap-ms` sleep between holds (default 0)
+//! * `--lease-ms` fixed lease (default 0: watchdog); `--watchdog-ms` watchdog lease (default
+//!   30000); `--response-ms` reply timeout (default 3000)
+//! * `--max-secs` the process exits by itself after this long (default 60)
+//! * `--stop-file` stop before the next hold once this file exists
+//!
+//! History lines (`key=value`, one per event, written with one `write` each):
+//! * `acquired pid= lock= start= token=`
+//! * `released pid= lock= start= end= token= read= fenced=1|0 lost=0|1 unlock=ok|lost|error`
+//! * `read pid= lock= value=` (the counter was read; the write follows after `--rmw-ms`)
+//! * `started pid= lock=`, `error pid= op= msg=` and `done pid= holds=`
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config, LockError};
+
+/// The toy fenced resource: accept a write only with a token at least the highest seen, and log
+/// every accepted write so the checker can see the order.
+const FENCED_WRITE: &str = r"
+local max = tonumber(redis.call('get', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token < max then
+    return 0
+end
+redis.call('set', KEYS[1], token)
+redis.call('rpush', KEYS[2], ARGV[1] .. ':' .. ARGV[2])
+return 1
+";
+
+/// CLOCK_MONOTONIC in nanoseconds: comparable between processes on one machine, unlike
+/// `Instant`, and immune to wall-clock steps.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+struct History {
+    file: std::fs::File,
+    pid: u32,
+}
+
+impl History {
+    fn line(&mut self, event: &str, fields: &[(&str, String)]) {
+        let mut s = format!("{event} pid={}", self.pid);
+        for (k, v) in fields {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s.push('\n');
+        // One write per line: a killed process leaves whole lines only.
+        self.file
+            .write_all(s.as_bytes())
+            .expect("history write failed");
+    }
+}
+
+fn args() -> HashMap<String, String> {
+    let mut map = HashMap::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let key = k.trim_start_matches("--").to_owned();
+        let value = it.next().unwrap_or_else(|| panic!("missing value for {k}"));
+        map.insert(key, value);
+    }
+    map
+}
+
+fn num(args: &HashMap<String, String>, key: &str, default: u64) -> u64 {
+    args.get(key)
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("--{key}: not a number"))
+        })
+        .unwrap_or(default)
+}
+
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string().replace([' ', '\n'], "_")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let a = args();
+    let url = a.get("url").expect("--url").clone();
+    let store_url = a.get("store").cloned().unwrap_or_else(|| url.clone());
+    let name = a.get("lock").expect("--lock").clone();
+    let path = a.get("history").expect("--history").clone();
+    let iterations = num(&a, "iterations", 10);
+    let forever = num(&a, "forever", 0) == 1;
+    let hold = Duration::from_millis(num(&a, "hold-ms", 0));
+    let rmw = Duration::from_millis(num(&a, "rmw-ms", 5));
+    let gap = Duration::from_millis(num(&a, "gap-ms", 0));
+    let lease = num(&a, "lease-ms", 0);
+    let stop_file = a.get("stop-file").cloned();
+    let deadline = Instant::now() + Duration::from_secs(num(&a, "max-secs", 60));
+    let counter_key = format!("{name}:counter");
+    let max_key = format!("{name}:fenced:max");
+    let log_key = format!("{name}:fenced:log");
+
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open history");
+    let mut h = History {
+        file,
+        pid: std::process::id(),
+    };
+    let config = Config::new(url)
+        .with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
+        .with_response_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
+        .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)));
+    let client = match Client::with_config(config).await {
+        Ok(c) => c,
+        Err(e) => {
+            h.line("error", &[("op", "connect".into()), ("msg", one_line(&e))]);
+            std::process::exit(2);
+        }
+    };
+    let store = redis::Client::open(store_url).expect("store url");
+    let mut store = store
+        .get_multiplexed_async_connection()
+        .await
+        .expect("store connection");
+    let fenced = redis::Script::new(FENCED_WRITE);
+    let lock = client.get_fenced_lock(name.clone());
+    h.line("started", &[("lock", name.clone())]);
+
+    let mut holds = 0u64;
+    while holds < iterations && Instant::now() < deadline {
+        if stop_file
+            .as_deref()
+            .is_some_and(|f| std::path::Path::new(f).exists())
+        {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let acquired = match lease {
+            0 => lock.try_lock_for(left).await,
+            l => {
+                lock.try_lock_with_lease(left, Duration::from_millis(l))
+                    .await
+            }
+        };
+        let guard = match acquired {
+            Ok(Some(g)) => g,
+            Ok(None) => break,
+            Err(e) => {
+                h.line("error", &[("op", "acquire".into()), ("msg", one_line(&e))]);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let start = mono_ns();
+        let token = guard.token();
+        h.line(
+            "acquired",
+            &[
+                ("lock", name.clone()),
+                ("start", start.to_string()),
+                ("token", token.to_string()),
+            ],
+        );
+        if forever {
+            // Keep the hold (renewed by the watchdog) until killed or out of time.
+            tokio::time::sleep_until(deadline.into()).await;
+            break;
+        }
+        tokio::time::sleep(hold).await;
+        // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
+        let rmw_result: redis::RedisResult<i64> = async {
+            let v: Option<i64> = store.get(&counter_key).await?;
+            let v = v.unwrap_or(0);
+            h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
+            tokio::time::sleep(rmw).await;
+            let () = store.set(&counter_key, v + 1).await?;
+            Ok(v)
+        }
+        .await;
+        let read = match rmw_result {
+            Ok(v) => v.to_string(),
+            Err(e) => {
+                h.line("error", &[("op", "rmw".into()), ("msg", one_line(&e))]);
+                "-".into()
+            }
+        };
+        // The same write through the fenced resource.
+        let accepted: redis::RedisResult<i64> = fenced
+            .key(&max_key)
+            .key(&log_key)
+            .arg(token)
+            .arg(h.pid)
+            .invoke_async(&mut store)
+            .await;
+        let accepted = match accepted {
+            Ok(a) => a.to_string(),
+            Err(e) => {
+                h.line("error", &[("op", "fenced".into()), ("msg", one_line(&e))]);
+                "-".into()
+            }
+        };
+        let lost = guard.is_lost();
+        let end = mono_ns();
+        let unlock = match guard.unlock().await {
+            Ok(()) => "ok".to_owned(),
+            Err(LockError::LeaseLost { .. }) => "lost".to_owned(),
+            Err(e) => {
+                h.line("error", &[("op", "unlock".into()), ("msg", one_line(&e))]);
+                "error".to_owned()
+            }
+        };
+        holds += 1;
+        h.line(
+            "released",
+            &[
+                ("lock", name.clone()),
+                ("start", start.to_string()),
+                ("end", end.to_string()),
+                ("token", token.to_string()),
+                ("read", read),
+                ("fenced", accepted),
+                ("lost", u8::from(lost).to_string()),
+                ("unlock", unlock),
+            ],
+        );
+        tokio::time::sleep(gap).await;
+    }
+    h.line("done", &[("holds", holds.to_string())]);
+}

@@ -1,0 +1,191 @@
+//! Fault injection on lock *holders*: real holder processes (`examples/holder.rs`) killed with
+//! SIGKILL or stopped with SIGSTOP, checked by the mutual-exclusion checker.
+//! Scenarios T7, T8 and a fault-free baseline (T35) of docs/reliability.md.
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use redisson_lock::Config;
+use support::checker::*;
+use support::*;
+
+/// Generous bound for anything event-driven on a loaded 2-core machine.
+const BOUND: Duration = Duration::from_secs(30);
+
+fn channel(lock: &str) -> String {
+    format!("redisson_lock__channel:{{{lock}}}")
+}
+
+async fn numsub(server: &TestServer, channel: &str) -> i64 {
+    let mut c = server.conn().await;
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    n
+}
+
+/// Fault-free: four processes contend; the checker finds no overlap, no lost update, and every
+/// fenced write accepted with tokens increasing in hold order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_free_holders_never_overlap() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:free";
+    let mut holders: Vec<Holder> = (0..4)
+        .map(|i| {
+            let mut spec = HolderSpec::new(&server.url(), lock);
+            spec.iterations = 8;
+            Holder::spawn(&spec, history_path(dir.path(), i))
+        })
+        .collect();
+    for h in &mut holders {
+        assert!(h.wait(Duration::from_secs(90)).await, "holder failed");
+    }
+    let paths: Vec<_> = holders.iter().map(|h| h.history.clone()).collect();
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    assert_eq!(report.holds.len(), 32, "{report:?}");
+    report.assert_safe("fault-free");
+    assert_eq!(report.fenced_rejected, 0);
+    assert_eq!(report.lost_holds(), 0);
+    // Holds ordered by time carry strictly increasing tokens.
+    let tokens: Vec<i64> = report.holds.iter().map(|h| h.token).collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    assert_eq!(numsub(&server, &channel(lock)).await, 0);
+}
+
+/// T7: a holder is SIGKILLed while holding (watchdog lease 2 s). Its lease runs out, the waiting
+/// processes and an in-process waiter acquire, nobody overlaps the dead holder, and no
+/// subscription is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_holder_frees_the_lock_after_its_lease() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:kill9";
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.forever = true;
+    spec.watchdog_ms = 2000;
+    let mut victim = Holder::spawn(&spec, history_path(dir.path(), 0));
+    assert!(victim.wait_for("acquired", 1, BOUND).await);
+
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.iterations = 2;
+    let mut waiters: Vec<Holder> = (1..3)
+        .map(|i| Holder::spawn(&spec, history_path(dir.path(), i)))
+        .collect();
+    let client = redisson_lock::Client::with_config(
+        Config::new(server.url()).with_watchdog_timeout(Duration::from_millis(2000)),
+    )
+    .await
+    .unwrap();
+    let l = client.get_fenced_lock(lock);
+    let local = tokio::spawn(async move { l.lock().await.map(|g| (g.token(), g)) });
+    // Everyone is parked on the unlock channel (2 processes + this client).
+    assert!(
+        eventually(BOUND, || async {
+            numsub(&server, &channel(lock)).await == 3
+        })
+        .await
+    );
+    for w in &waiters {
+        assert!(w.events().iter().all(|e| e.kind != "acquired"));
+    }
+
+    let killed_at = victim.kill9();
+    let (token, guard) = tokio::time::timeout(BOUND, local)
+        .await
+        .expect("in-process waiter never acquired")
+        .unwrap()
+        .unwrap();
+    assert!(token > 1);
+    guard.unlock().await.unwrap();
+    for w in &mut waiters {
+        assert!(w.wait(BOUND).await, "waiting holder failed");
+    }
+
+    let mut open_ends = HashMap::new();
+    open_ends.insert(victim.pid(), killed_at);
+    let mut paths = vec![victim.history.clone()];
+    paths.extend(waiters.iter().map(|w| w.history.clone()));
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &open_ends).await;
+    assert_eq!(report.holds.len(), 5, "{report:?}");
+    report.assert_safe("kill -9");
+    assert!(report
+        .holds
+        .iter()
+        .filter(|h| h.pid != victim.pid())
+        .all(|h| h.start > killed_at));
+    // No leaked subscription: not in the client, not on the server.
+    assert!(
+        eventually(BOUND, || async {
+            client.stats().subscribed_channels == 0 && client.stats().tracked_holds == 0
+        })
+        .await,
+        "{:?}",
+        client.stats()
+    );
+    assert!(
+        eventually(BOUND, || async {
+            numsub(&server, &channel(lock)).await == 0
+        })
+        .await
+    );
+}
+
+/// T8 (Kleppmann's pause): a holder is SIGSTOPped between reading and writing the counter,
+/// past its lease. Another holder takes the lock and writes. Without fencing this is a double
+/// grant: the checker must report the overlap and the lost update; the fenced resource must
+/// reject the resumed holder's stale write, and its release must report the lease lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_holder_past_its_lease_is_caught_and_fenced() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:sigstop";
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.iterations = 1;
+    spec.watchdog_ms = 1500;
+    spec.rmw_ms = 1000;
+    let stale = Holder::spawn(&spec, history_path(dir.path(), 0));
+    assert!(stale.wait_for("read", 1, BOUND).await);
+    stale.pause();
+
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.iterations = 1;
+    let mut fresh = Holder::spawn(&spec, history_path(dir.path(), 1));
+    // The fresh holder gets the lock once the stopped holder's lease runs out.
+    assert!(fresh.wait(BOUND).await, "fresh holder failed");
+    let mut stale = stale;
+    stale.resume();
+    assert!(stale.wait(BOUND).await, "stale holder failed");
+
+    let paths = vec![stale.history.clone(), fresh.history.clone()];
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    assert_eq!(report.holds.len(), 2, "{report:?}");
+    // The double grant is detected...
+    assert_eq!(report.overlaps.len(), 1, "{report:?}");
+    let stale_hold = report.holds.iter().find(|h| h.pid == stale.pid()).unwrap();
+    let fresh_hold = report.holds.iter().find(|h| h.pid == fresh.pid()).unwrap();
+    assert!(stale_hold.token < fresh_hold.token);
+    // ...the stale holder learns it lost the lock...
+    assert!(
+        stale_hold.lost,
+        "the resumed holder was not told: {report:?}"
+    );
+    assert!(!fresh_hold.lost);
+    assert!(report.unexplained_overlaps().is_empty());
+    // ...the unsafe counter lost an update...
+    assert_eq!(report.increments, 2);
+    assert_eq!(report.counter, 1, "expected the lost update: {report:?}");
+    // ...and the fenced resource rejected the stale write.
+    assert_eq!(stale_hold.fenced, Some(false));
+    assert_eq!(fresh_hold.fenced, Some(true));
+    assert_eq!(report.fenced_rejected, 1);
+    assert!(report.fencing_errors.is_empty(), "{report:?}");
+    assert_eq!(report.fenced_log, vec![(fresh_hold.token, fresh.pid())]);
+}

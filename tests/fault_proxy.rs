@@ -1,0 +1,403 @@
+//! Fault injection on the *network* between a client and redis-server, through the test proxy
+//! (`tests/support/proxy.rs`): blackholed renewals, a killed subscriber connection, replies
+//! dropped after the server ran the request, and acquires cancelled under delay.
+//! Scenarios T8 (in-process), T13, T15, T16 of docs/reliability.md.
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config, LockOwner};
+use support::proxy::{Mode, Proxy};
+use support::*;
+
+const BOUND: Duration = Duration::from_secs(30);
+/// SHA1 of lua/lock.lua and lua/unlock.lua (pinned in src/scripts.rs): how the proxy recognises
+/// an acquire or a release on the wire (`EVALSHA <sha> ...`).
+const LOCK_SHA: &[u8] = b"0b13298217aa66a6663ca8530ea763c3d434ae50";
+const UNLOCK_SHA: &[u8] = b"befa8dddca0ccedf9c31c23d191cc419a6344567";
+
+/// The toy fenced resource (as in examples/holder.rs): accept a write only with a token at
+/// least the highest seen.
+const FENCED_WRITE: &str = r"
+local max = tonumber(redis.call('get', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < max then return 0 end
+redis.call('set', KEYS[1], ARGV[1])
+return 1
+";
+
+async fn fenced_write(server: &TestServer, key: &str, token: i64) -> bool {
+    let mut c = server.conn().await;
+    let accepted: i64 = redis::Script::new(FENCED_WRITE)
+        .key(key)
+        .arg(token)
+        .invoke_async(&mut c)
+        .await
+        .unwrap();
+    accepted == 1
+}
+
+async fn hget(server: &TestServer, key: &str, field: &str) -> i64 {
+    let mut c = server.conn().await;
+    let v: Option<i64> = c.hget(key, field).await.unwrap();
+    v.unwrap_or(0)
+}
+
+async fn exists(server: &TestServer, key: &str) -> bool {
+    let mut c = server.conn().await;
+    c.exists(key).await.unwrap()
+}
+
+async fn numsub(server: &TestServer, channel: &str) -> i64 {
+    let mut c = server.conn().await;
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    n
+}
+
+fn field(client: &Client, owner: LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:
+/// the trap must catch the real `EVALSHA`, not a first `NOSCRIPT` round.
+async fn warm_up(client: &Client) {
+    let l = client.get_lock("fault:warm-up");
+    l.lock_with_lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// T8, in process: the holder's renewals are blackholed (a partition, or a stalled holder
+/// process as far as Redis can tell). Its lease runs out and another client takes the lock with
+/// a higher fencing token. The old guard must already report the hold lost by then (its
+/// validity ended with its last renewal), the fenced resource must reject its stale write, and
+/// its release must report the lease lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_renewals_lose_the_hold_and_fencing_rejects_the_stale_writer() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let lease = Duration::from_millis(4000);
+    let stale_client = Client::with_config(
+        Config::new(proxy.url())
+            .with_watchdog_timeout(lease)
+            .with_response_timeout(Duration::from_millis(1000))
+            .with_connection_timeout(Duration::from_millis(1000)),
+    )
+    .await
+    .unwrap();
+    let fresh_client = server.client().await;
+    let name = "fault:blackhole-renewals";
+    let resource = "fault:blackhole-renewals:resource";
+
+    let stale = stale_client.get_fenced_lock(name).lock().await.unwrap();
+    assert!(fenced_write(&server, resource, stale.token()).await);
+    // Renewals keep it alive past its lease.
+    tokio::time::sleep(lease + lease / 2).await;
+    let mut raw = server.conn().await;
+    let pttl: i64 = raw.pttl(name).await.unwrap();
+    assert!(
+        !stale.is_lost() && pttl > 0,
+        "not renewed before any fault: pttl {pttl}, {:?}",
+        stale_client.stats()
+    );
+
+    proxy.set(Mode::Blackhole);
+    let fresh = fresh_client
+        .get_fenced_lock(name)
+        .try_lock_for(BOUND)
+        .await
+        .unwrap()
+        .expect("the lease of the partitioned holder never ran out");
+    // By the time anyone else can hold the lock, the old guard says it is lost.
+    assert!(
+        stale.is_lost(),
+        "a second holder acquired while the first guard still believed it held the lock"
+    );
+    tokio::time::timeout(BOUND, stale.lost())
+        .await
+        .expect("lost() did not resolve");
+    assert!(fresh.token() > stale.token());
+    assert!(fenced_write(&server, resource, fresh.token()).await);
+    // The stale holder writes anyway (it ignored the signal): fencing rejects it.
+    assert!(!fenced_write(&server, resource, stale.token()).await);
+
+    proxy.set(Mode::Pass);
+    let err = stale.unlock().await.unwrap_err();
+    assert!(err.is_lease_lost(), "{err}");
+    // The late renewals, delivered after the partition healed, did not touch the new hold.
+    assert_eq!(
+        hget(&server, name, &field(&fresh_client, fresh.owner())).await,
+        1
+    );
+    fresh.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+}
+
+/// T13: waiters park on a holder with a long lease; their subscriber connection is killed
+/// (`CLIENT KILL TYPE pubsub`) and cannot reconnect while the holder releases, so the release
+/// message is lost. When the network comes back, the subscriber reconnects and wakes every
+/// waiter: they acquire at once, not after the holder's 120 s TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let holder_client = server.client().await;
+    let waiter_client = Client::with_config(
+        Config::new(proxy.url()).with_connection_timeout(Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    let name = "fault:pubsub-kill";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let held = holder_client
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(120))
+        .await
+        .unwrap();
+
+    let (tx, mut acquired) = tokio::sync::mpsc::unbounded_channel();
+    let waiters: Vec<_> = (0..3)
+        .map(|i| {
+            let lock = waiter_client.get_lock(name);
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let g = lock.try_lock_for(Duration::from_secs(100)).await.unwrap();
+                let g = g.expect("waiter ran out of time");
+                tx.send((i, Instant::now())).unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                g.unlock().await.unwrap();
+            })
+        })
+        .collect();
+    let mut raw = server.conn().await;
+    assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 1 }).await);
+    assert!(
+        eventually(BOUND, || async {
+            waiter_client.stats().subscribed_channels == 1
+        })
+        .await
+    );
+    let connections_before = waiter_client.stats().subscriber_connections;
+
+    proxy.set(Mode::Refuse);
+    let refused_before = proxy.refused();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(killed >= 1);
+    assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 0 }).await);
+    // The release is published to nobody: the message is lost.
+    held.unlock().await.unwrap();
+    let released_at = Instant::now();
+    // The subscriber retries with backoff while refused, not in a tight loop.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let refused = proxy.refused() - refused_before;
+    assert!(
+        refused <= 20,
+        "{refused} connection attempts in 1.5 s: the subscriber reconnects in a tight loop"
+    );
+
+    proxy.set(Mode::Pass);
+    let (_, first_at) = tokio::time::timeout(BOUND, acquired.recv())
+        .await
+        .expect("no waiter acquired after the subscriber came back")
+        .unwrap();
+    assert!(first_at.duration_since(released_at) < Duration::from_secs(60));
+    for w in waiters {
+        tokio::time::timeout(BOUND, w).await.unwrap().unwrap();
+    }
+    for _ in 1..3 {
+        assert!(acquired.recv().await.is_some());
+    }
+    assert!(waiter_client.stats().subscriber_connections > connections_before);
+    assert!(
+        eventually(BOUND, || async {
+            waiter_client.stats().subscribed_channels == 0
+                && waiter_client.stats().tracked_holds == 0
+        })
+        .await
+    );
+    assert!(!exists(&server, name).await);
+}
+
+/// T16, release side: the server runs an unlock, its reply is lost and the connection dies.
+/// The client retries with the same request id, so the unlock latch answers the retry with the
+/// first outcome: the hold count goes down once, not twice, and a final release publishes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::with_config(
+        Config::new(proxy.url())
+            .with_response_timeout(Duration::from_secs(2))
+            .with_retry_attempts(4),
+    )
+    .await
+    .unwrap();
+    warm_up(&client).await;
+    let name = "fault:drop-unlock";
+    let owner = LockOwner::new(1);
+    let lock = client.get_lock(name).with_owner(owner);
+    let f = field(&client, owner);
+    let lease = Duration::from_secs(60);
+    let g1 = lock.lock_with_lease(lease).await.unwrap();
+    let g2 = lock.lock_with_lease(lease).await.unwrap();
+    let g3 = lock.lock_with_lease(lease).await.unwrap();
+    assert_eq!(hget(&server, name, &f).await, 3);
+
+    // A re-entrant release: 3 -> 2, once.
+    proxy.drop_reply_after(UNLOCK_SHA);
+    g3.unlock().await.unwrap();
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert_eq!(hget(&server, name, &f).await, 2);
+    g2.unlock().await.unwrap();
+    assert_eq!(hget(&server, name, &f).await, 1);
+
+    // The final release: the key goes and `0` is published exactly once.
+    let mut listener =
+        Listener::start(&server, &format!("redisson_lock__channel:{{{name}}}")).await;
+    proxy.drop_reply_after(UNLOCK_SHA);
+    g1.unlock().await.unwrap();
+    assert_eq!(proxy.dropped_replies(), 2);
+    assert!(!exists(&server, name).await);
+    assert_eq!(
+        listener.next(Duration::from_secs(5)).await.as_deref(),
+        Some("0")
+    );
+    assert_eq!(listener.next(Duration::from_millis(500)).await, None);
+    // And the owner-style unlock reports "not owner" afterwards, changing nothing.
+    assert!(lock.unlock().await.unwrap_err().is_not_owner());
+    assert!(
+        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        client.stats()
+    );
+}
+
+/// T16, acquire side: the server runs an acquire (HINCRBY), its reply is lost. The acquire is
+/// never retried blindly; the unknown hold is trimmed back to what the client knows, so the hold
+/// count is not inflated and the lock is not leaked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::with_config(
+        Config::new(proxy.url())
+            .with_response_timeout(Duration::from_secs(2))
+            .with_retry_attempts(4),
+    )
+    .await
+    .unwrap();
+    warm_up(&client).await;
+    let name = "fault:drop-acquire";
+    let owner = LockOwner::new(1);
+    let lock = client.get_lock(name).with_owner(owner);
+    let f = field(&client, owner);
+    let lease = Duration::from_secs(60);
+
+    // A re-entry whose reply is lost: Redis counted 2, the client knows 1; trimmed back to 1.
+    let g1 = lock.lock_with_lease(lease).await.unwrap();
+    proxy.drop_reply_after(LOCK_SHA);
+    let r = lock.lock_with_lease(lease).await;
+    assert_eq!(proxy.dropped_replies(), 1);
+    match r {
+        Err(e) => assert!(e.is_connection_error(), "{e}"),
+        Ok(g) => panic!("acquire succeeded although its reply was dropped: {g:?}"),
+    }
+    assert!(
+        eventually(BOUND, || async { hget(&server, name, &f).await == 1 }).await,
+        "hold count inflated to {}",
+        hget(&server, name, &f).await
+    );
+    g1.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+
+    // A first acquire whose reply is lost: trimmed to nothing, the lock is free again.
+    proxy.drop_reply_after(LOCK_SHA);
+    assert!(lock.lock_with_lease(lease).await.is_err());
+    assert!(eventually(BOUND, || async { !exists(&server, name).await }).await);
+
+    // A waiter whose winning acquire loses its reply rides it out: it ends up holding the lock
+    // exactly once.
+    let other = server.client().await;
+    let held = other.get_lock(name).lock_with_lease(lease).await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.try_lock_with_lease(BOUND, lease).await })
+    };
+    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
+    proxy.drop_reply_after(LOCK_SHA);
+    held.unlock().await.unwrap();
+    let g = tokio::time::timeout(BOUND, waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .expect("waiter did not acquire");
+    assert_eq!(proxy.dropped_replies(), 3);
+    assert_eq!(hget(&server, name, &f).await, 1);
+    g.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+    assert!(
+        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        client.stats()
+    );
+}
+
+/// T15: acquires cancelled at many points while the proxy delays every chunk: whatever ran on
+/// the server is undone, nothing stays held or renewed, and another client can take the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_cancelled_under_delay_leave_nothing_behind() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client =
+        Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(Duration::from_secs(3)))
+            .await
+            .unwrap();
+    warm_up(&client).await;
+    let name = "fault:cancel-delay";
+    let lock = client.get_lock(name).with_owner(LockOwner::new(1));
+    proxy.set(Mode::Delay(Duration::from_millis(60)));
+    let mut cancelled = 0;
+    for step in 0..12u64 {
+        let cut = Duration::from_millis(20 * step + 5);
+        let watchdog = step % 2 == 0;
+        let r = if watchdog {
+            tokio::time::timeout(cut, lock.lock()).await
+        } else {
+            tokio::time::timeout(cut, lock.lock_with_lease(Duration::from_secs(60))).await
+        };
+        match r {
+            Ok(g) => g.unwrap().unlock().await.unwrap(),
+            Err(_) => cancelled += 1,
+        }
+        assert!(
+            eventually(BOUND, || async {
+                let s = client.stats();
+                !exists(&server, name).await && s.tracked_holds == 0 && s.watched_holds == 0
+            })
+            .await,
+            "cancel after {cut:?}: left behind, stats {:?}",
+            client.stats()
+        );
+    }
+    assert!(cancelled >= 3, "the sweep never cancelled in flight");
+    proxy.set(Mode::Pass);
+    let other = server.client().await;
+    let g = other.get_lock(name).try_lock().await.unwrap();
+    assert!(g.is_some());
+    g.unwrap().unlock().await.unwrap();
+}
