@@ -183,7 +183,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             match self.sync.clone() {
-                Some(sync) if is_script(cmd) => self.synced(cmd, &sync).await,
+                Some(sync) if is_script(cmd) && !is_trim(cmd) => self.synced(cmd, &sync).await,
                 _ => self.raw(cmd).await,
             }
         })
@@ -224,6 +224,16 @@ fn is_script(cmd: &Cmd) -> bool {
     matches!(
         cmd.args_iter().next(),
         Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
+    )
+}
+
+/// The trim script (`lua/trim.lua`) is sent without `WAIT`: it only removes holds, above all
+/// the undo of an acquire no replica confirmed, and that undo must not fail in turn because the
+/// replicas still lag (the hold would stay until its lease and the client's slot stay dirty).
+fn is_trim(cmd: &Cmd) -> bool {
+    matches!(
+        cmd.args_iter().nth(1),
+        Some(redis::Arg::Simple(sha)) if sha == crate::scripts::TRIM.get_hash().as_bytes()
     )
 }
 

@@ -1,0 +1,255 @@
+//! Fault injection on the *server*: redis-server killed and restarted empty, stalled with
+//! SIGSTOP, and a replica stalled behind its master.
+//! Scenarios T10, T11, T17 and T30 (the WAIT mechanism) of docs/reliability.md.
+mod support;
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config};
+use support::*;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+async fn exists(server: &TestServer, key: &str) -> bool {
+    let mut c = server.conn().await;
+    c.exists(key).await.unwrap()
+}
+
+/// T10 + T17: the server is SIGKILLed and restarted empty on the same port while a client holds
+/// a watchdog lock and another client waits. The holder is told (`renew_now` then `lost()`),
+/// its release reports the lease lost, the waiter recovers (resubscribes, is woken, acquires on
+/// the empty server), and scripts run again although the script cache is empty (`NOSCRIPT`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
+    let mut server = TestServer::start();
+    let config = || {
+        Config::new(server.url())
+            .with_watchdog_timeout(Duration::from_secs(5))
+            .with_response_timeout(Duration::from_secs(1))
+            .with_connection_timeout(Duration::from_secs(1))
+    };
+    let holder = Client::with_config(config()).await.unwrap();
+    let waiter = Client::with_config(config()).await.unwrap();
+    let name = "fault:restart";
+    let guard = holder.get_lock(name).lock().await.unwrap();
+    let waiting = {
+        let lock = waiter.get_lock(name);
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
+    };
+    assert!(eventually(BOUND, || async { waiter.stats().subscribed_channels == 1 }).await);
+    let connections = waiter.stats().subscriber_connections;
+
+    server.restart();
+    assert!(!exists(&server, name).await);
+
+    // The holder learns it lost the lock at its next renewal (forced here, not waited for).
+    assert!(
+        eventually(BOUND, || async {
+            holder.renew_now().await;
+            guard.is_lost()
+        })
+        .await,
+        "the holder was never told"
+    );
+    tokio::time::timeout(BOUND, guard.lost())
+        .await
+        .expect("lost() did not resolve");
+
+    // The waiter was woken by its subscriber's reconnect and took the lock on the new server.
+    let got = tokio::time::timeout(BOUND, waiting)
+        .await
+        .expect("waiter hung after the restart")
+        .unwrap()
+        .unwrap()
+        .expect("waiter ran out of time");
+    assert!(waiter.stats().subscriber_connections > connections);
+    assert!(exists(&server, name).await);
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lease_lost(), "{err}");
+    assert!(
+        exists(&server, name).await,
+        "the stale release touched the new hold"
+    );
+    got.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+
+    // New holders work, through a script cache flushed once more (NOSCRIPT again).
+    let mut raw = server.conn().await;
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let g = holder.get_lock(name).lock().await.unwrap();
+    let g2 = holder.get_lock(name).lock().await.unwrap();
+    assert_eq!(holder.get_lock(name).hold_count().await.unwrap(), 2);
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    g2.unlock().await.unwrap();
+    assert_eq!(holder.get_lock(name).hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+    assert!(
+        eventually(BOUND, || async {
+            holder.stats().tracked_holds == 0 && waiter.stats().tracked_holds == 0
+        })
+        .await
+    );
+}
+
+/// T11: the server is stalled (SIGSTOP) longer than the watchdog lease while a client holds a
+/// lock. Calls fail with timeouts instead of hanging, the holder is told it lost the lock before
+/// anyone else can take it, and everything recovers after SIGCONT (the key expired meanwhile, as
+/// Redis expires by wall clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_server_times_out_calls_and_recovers() {
+    let server = TestServer::start();
+    let lease = Duration::from_secs(3);
+    let client = Client::with_config(
+        Config::new(server.url())
+            .with_watchdog_timeout(lease)
+            .with_response_timeout(Duration::from_millis(500))
+            .with_connection_timeout(Duration::from_millis(500))
+            .with_retry_attempts(2),
+    )
+    .await
+    .unwrap();
+    let name = "fault:server-stop";
+    let guard = client.get_lock(name).lock().await.unwrap();
+
+    server.pause();
+    let r = client.get_lock("fault:server-stop:other").try_lock().await;
+    let err = r.expect_err("a call to a stopped server succeeded");
+    assert!(err.is_timeout(), "{err}");
+    // The hold's validity runs out during the stall: the holder is told, event-driven.
+    tokio::time::timeout(BOUND, guard.lost())
+        .await
+        .expect("the holder was never told during the stall");
+    assert!(guard.is_lost());
+    // Keep the server stopped until its copy of the lease has run out too.
+    tokio::time::sleep(lease / 2).await;
+    server.resume();
+
+    let other = server.client().await;
+    let g = other
+        .get_lock(name)
+        .try_lock_for(BOUND)
+        .await
+        .unwrap()
+        .expect("the stalled hold never expired");
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lease_lost(), "{err}");
+    g.unlock().await.unwrap();
+    // The client recovers: new locks work once its connection is back.
+    let mut ok = false;
+    for _ in 0..20 {
+        if let Ok(g) = client.get_lock(name).lock().await {
+            g.unlock().await.unwrap();
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(ok, "the client never recovered after SIGCONT");
+    // The acquire that timed out during the stall ran late on the server; it is trimmed or
+    // expires with its lease, never kept.
+    assert!(
+        eventually(BOUND, || async {
+            !exists(&server, "fault:server-stop:other").await && !exists(&server, name).await
+        })
+        .await
+    );
+}
+
+fn role_info(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
+
+/// T30, the mechanism: a master with one replica (`--replicaof`). With the replica stalled
+/// (SIGSTOP), a lock write followed by `WAIT 1 <timeout>` reports that no replica confirmed it
+/// (what Redisson's `checkLockSyncedSlaves` relies on); the caller undoes the hold. With the
+/// replica running, the same write is confirmed. Then the crate's own option
+/// (`Config::with_replica_sync`) does the same: the acquire fails and no hold is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_replica_is_reported_by_wait_and_no_hold_is_left() {
+    let master = TestServer::start();
+    let port = master.port.to_string();
+    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut raw = master.conn().await;
+    let linked = eventually(BOUND, || async {
+        let mut r = replica.conn().await;
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut r)
+            .await
+            .unwrap();
+        role_info(&info, "master_link_status").as_deref() == Some("up")
+    })
+    .await;
+    assert!(linked, "replica never linked");
+
+    let client = master.client().await;
+    let name = "fault:replica";
+    let lease = Duration::from_secs(30);
+    // Running replica: the lock write is confirmed on the lock's own connection.
+    let mut conn = client.connection();
+    let g = client.get_lock(name).lock_with_lease(lease).await.unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1);
+    g.unlock().await.unwrap();
+
+    replica.pause();
+    let g = client.get_lock(name).lock_with_lease(lease).await.unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(500)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(acked, 0, "WAIT counted a stopped replica");
+    // Redisson's reaction to no synced replica: release and fail.
+    g.unlock().await.unwrap();
+    assert!(!exists(&master, name).await);
+
+    // The crate-level option: the acquire reports it and is undone.
+    let synced = Client::with_config(
+        master
+            .config()
+            .with_replica_sync(Some(Duration::from_millis(500))),
+    )
+    .await
+    .unwrap();
+    let err = synced
+        .get_lock(name)
+        .lock_with_lease(lease)
+        .await
+        .expect_err("a lock write no replica confirmed succeeded");
+    assert!(err.is_no_synced_replicas(), "{err}");
+    assert!(
+        eventually(BOUND, || async {
+            !exists(&master, name).await && synced.stats().tracked_holds == 0
+        })
+        .await,
+        "an unconfirmed acquire left a hold: {:?}",
+        synced.stats()
+    );
+    replica.resume();
+    let g = synced
+        .get_lock(name)
+        .lock_with_lease(lease)
+        .await
+        .expect("a confirmed lock write failed");
+    g.unlock().await.unwrap();
+    let _: () = raw.set("fault:replica:done", 1).await.unwrap();
+}
