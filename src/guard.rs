@@ -150,10 +150,14 @@ impl<K: LockKind> LockGuard<K> {
         loop {
             let deadline = self.valid_until();
             let ended = epochs.wait_for(|e| *e != self.epoch);
-            match tokio::time::timeout_at(deadline.into(), ended).await {
-                Ok(Ok(_)) => return,
+            // Drop the `watch::Ref` before the arms await: holding it keeps this future !Send.
+            let ended = tokio::time::timeout_at(deadline.into(), ended)
+                .await
+                .map(|r| r.is_ok());
+            match ended {
+                Ok(true) => return,
                 // The slot outlives the guard, so its epoch sender is never dropped.
-                Ok(Err(_)) => std::future::pending::<()>().await,
+                Ok(false) => std::future::pending::<()>().await,
                 // Renewed meanwhile (the deadline moved on): keep waiting.
                 Err(_) if !self.is_lost() => {
                     if self.valid_until() <= deadline {

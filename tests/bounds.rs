@@ -1,0 +1,77 @@
+//! Compile-time checks: the public types can cross tasks and threads, and the futures of the
+//! main operations can be spawned on a multi-thread runtime.
+mod support;
+
+use std::time::Duration;
+
+use redisson_lock::{Client, LockError, LockGuard, LockOwner, RLock, RLockGuard, Reentrant};
+use support::TestServer;
+
+fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+fn assert_send<T: Send>(_: &T) {}
+
+#[test]
+fn public_types_are_send_sync_and_static() {
+    assert_send_sync_static::<Client>();
+    assert_send_sync_static::<RLock>();
+    assert_send_sync_static::<LockGuard<Reentrant>>();
+    assert_send_sync_static::<RLockGuard>();
+    assert_send_sync_static::<LockError>();
+    assert_send_sync_static::<LockOwner>();
+    // LockError is a proper error type.
+    fn is_error<E: std::error::Error + Send + Sync + 'static>() {}
+    is_error::<LockError>();
+}
+
+/// The futures are checked with `assert_send` and, to be sure, spawned on a multi-thread
+/// runtime (which only compiles for `Send + 'static` futures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operation_futures_are_send() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let lock = client.get_lock("bounds");
+
+    let fut = lock.lock();
+    assert_send(&fut);
+    let guard = fut.await.unwrap();
+    let fut = lock.try_lock_for(Duration::from_secs(1));
+    assert_send(&fut);
+    let inner = fut.await.unwrap().expect("re-entry");
+    let fut = inner.unlock();
+    assert_send(&fut);
+    fut.await.unwrap();
+    let fut = guard.lost();
+    assert_send(&fut);
+    drop(fut);
+    let fut = lock.unlock();
+    assert_send(&fut);
+    drop(fut);
+    let fut = guard.unlock();
+    assert_send(&fut);
+    fut.await.unwrap();
+
+    let l = lock.clone();
+    let guard = tokio::spawn(async move { l.lock().await })
+        .await
+        .unwrap()
+        .unwrap();
+    let l = lock.clone();
+    let none = tokio::spawn(async move { l.try_lock_for(Duration::from_millis(50)).await })
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(none.is_none(), "another task entered a held lock");
+    tokio::spawn(guard.unlock()).await.unwrap().unwrap();
+    let l = lock.clone();
+    let c = client.clone();
+    tokio::spawn(async move {
+        let g = l.lock_with_lease(Duration::from_secs(5)).await?;
+        c.renew_now().await;
+        assert!(l.is_locked().await?);
+        g.unlock().await
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}

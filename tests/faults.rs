@@ -1,0 +1,354 @@
+//! Faults and bad input: NOSCRIPT, server restarts, wrong key types, bad arguments, an
+//! unreachable server, unlocking what is not held.
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::{Client, LockError, LockOwner};
+use support::*;
+
+/// Generous bound for anything event-driven, including a reconnect.
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    raw.exists(key).await.unwrap()
+}
+
+async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {
+    redis::cmd("DBSIZE").query_async(raw).await.unwrap()
+}
+
+async fn script_flush(raw: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+fn field(client: &Client, owner: LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// Restarts the server (empty, same port) without blocking the runtime's other worker.
+fn restart(server: &mut TestServer) {
+    tokio::task::block_in_place(|| server.restart());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_after_script_flush() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "fault:noscript";
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    script_flush(&mut raw).await;
+    let outer = lock.lock().await.unwrap();
+    script_flush(&mut raw).await;
+    let inner = lock.try_lock().await.unwrap().expect("re-entry");
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    script_flush(&mut raw).await;
+    inner.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    script_flush(&mut raw).await;
+    client.renew_now().await; // the renewal script is reloaded too
+    assert!(
+        !outer.is_lost(),
+        "a NOSCRIPT renewal was taken for a lost hold"
+    );
+    script_flush(&mut raw).await;
+    outer.unlock().await.unwrap();
+    assert!(!exists(&mut raw, name).await);
+
+    let _g = lock.lock().await.unwrap();
+    script_flush(&mut raw).await;
+    assert!(client.get_lock(name).force_unlock().await.unwrap());
+    assert!(!exists(&mut raw, name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_recovers_from_a_server_restart() {
+    let mut server = TestServer::start();
+    let client = server.client().await;
+    let name = "fault:restart-waiter";
+    let chan = format!("redisson_lock__channel:{{{name}}}");
+    {
+        // A Java holder with a long lease: only the restart can free the lock in time.
+        let mut raw = server.conn().await;
+        let _: () = raw.hset(name, "java-uuid:1", 1).await.unwrap();
+        let _: () = raw.pexpire(name, 60_000).await.unwrap();
+    }
+    let lock = client.get_lock(name);
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        let owner = g.owner();
+        g.detach();
+        owner
+    });
+    let port = server.port;
+    let subscribed = eventually(WAIT, || {
+        let chan = chan.clone();
+        async move {
+            let raw = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(chan)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            n == 1
+        }
+    })
+    .await;
+    assert!(subscribed, "waiter never subscribed");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+    let connections_before = client.stats().subscriber_connections;
+
+    restart(&mut server);
+    let restarted = Instant::now();
+    // The restarted server is empty; the waiter must notice without waiting out the 60 s TTL.
+    let owner = tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("waiter did not recover from the restart")
+        .unwrap();
+    assert!(restarted.elapsed() < Duration::from_secs(30));
+    let mut raw = server.conn().await;
+    let fields: std::collections::HashMap<String, i64> = raw.hgetall(name).await.unwrap();
+    assert_eq!(
+        fields,
+        std::collections::HashMap::from([(field(&client, owner), 1)])
+    );
+    assert!(client.stats().subscriber_connections > connections_before);
+    client
+        .get_lock(name)
+        .with_owner(owner)
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!exists(&mut raw, name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_hold_is_reported_lost_when_the_server_restarts_empty() {
+    let mut server = TestServer::start();
+    let client = server.client().await;
+    let name = "fault:restart-holder";
+    let lock = client.get_lock(name);
+    let guard = lock.lock().await.unwrap();
+    assert!(!guard.is_lost());
+
+    restart(&mut server);
+    // Drive renewals by hand (the default watchdog ticks every 10 s) until the loss is seen.
+    let renew = async {
+        loop {
+            client.renew_now().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        _ = guard.lost() => {}
+        _ = renew => unreachable!(),
+        _ = tokio::time::sleep(WAIT) => panic!("the loss was never reported"),
+    }
+    assert!(guard.is_lost());
+    assert_eq!(client.stats().watched_holds, 0);
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.is_lease_lost(), "{err:?}");
+    // The client works again on the new server.
+    let mut raw = server.conn().await;
+    let g = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    assert!(!exists(&mut raw, name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_fails_with_a_connection_error_while_the_server_is_down() {
+    let mut server = TestServer::start();
+    let client = server
+        .client_with(|c| c.with_retry_delay(Duration::from_millis(50)))
+        .await;
+    let name = "fault:down";
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
+    tokio::task::block_in_place(|| server.kill());
+    let r = tokio::time::timeout(WAIT, lock.lock())
+        .await
+        .expect("lock() hung on a dead server");
+    let err = r.unwrap_err();
+    assert!(err.is_connection_error(), "{err:?}");
+
+    // Back up (empty, same port): the client recovers.
+    restart(&mut server);
+    let ok = eventually(WAIT, || async {
+        match lock.try_lock().await {
+            Ok(Some(g)) => g.unlock().await.is_ok(),
+            _ => false,
+        }
+    })
+    .await;
+    assert!(ok, "client did not recover after the server came back");
+    let mut raw = server.conn().await;
+    assert!(!exists(&mut raw, name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_lease_is_rejected_before_anything_is_written() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let lock = client.get_lock("fault:zero-lease");
+    let err = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    assert!(matches!(err, LockError::InvalidArgument(_)));
+    let err = lock
+        .try_lock_with_lease(Duration::from_secs(1), Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    assert_eq!(dbsize(&mut raw).await, 0);
+    assert_eq!(client.stats().tracked_holds, 0);
+    assert_eq!(client.stats().watched_holds, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_name_is_rejected() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let lock = client.get_lock("");
+    let wait = Duration::from_millis(100);
+    let errors = [
+        lock.lock().await.unwrap_err(),
+        lock.lock_with_lease(Duration::from_secs(1))
+            .await
+            .unwrap_err(),
+        lock.try_lock().await.unwrap_err(),
+        lock.try_lock_for(wait).await.unwrap_err(),
+        lock.unlock().await.unwrap_err(),
+        lock.force_unlock().await.unwrap_err(),
+        lock.is_locked().await.unwrap_err(),
+        lock.is_held_by_current().await.unwrap_err(),
+        lock.hold_count().await.unwrap_err(),
+        lock.remain_time_to_live().await.unwrap_err(),
+    ];
+    for err in errors {
+        assert!(err.is_invalid_argument(), "{err:?}");
+        assert!(err.to_string().contains("name"), "{err}");
+    }
+    assert_eq!(dbsize(&mut raw).await, 0);
+    assert_eq!(client.stats().tracked_holds, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_of_another_type_is_wrong_type_and_left_untouched() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "fault:string";
+    let _: () = raw.set(name, "not a lock").await.unwrap();
+    let lock = client.get_lock(name);
+    let wait = Duration::from_millis(200);
+
+    let errors = [
+        ("lock", lock.lock().await.unwrap_err()),
+        (
+            "lock_with_lease",
+            lock.lock_with_lease(Duration::from_secs(1))
+                .await
+                .unwrap_err(),
+        ),
+        ("try_lock", lock.try_lock().await.unwrap_err()),
+        ("try_lock_for", lock.try_lock_for(wait).await.unwrap_err()),
+        ("hold_count", lock.hold_count().await.unwrap_err()),
+        (
+            "is_held_by_current",
+            lock.is_held_by_current().await.unwrap_err(),
+        ),
+        ("force_unlock", lock.force_unlock().await.unwrap_err()),
+        ("unlock", lock.unlock().await.unwrap_err()),
+    ];
+    for (op, err) in errors {
+        assert!(err.is_wrong_type(), "{op}: {err:?}");
+        assert!(err.to_string().contains(name), "{op}: {err}");
+    }
+    let value: String = raw.get(name).await.unwrap();
+    assert_eq!(value, "not a lock");
+    let ttl: i64 = raw.pttl(name).await.unwrap();
+    assert_eq!(ttl, -1, "an expiry was put on the string");
+    assert_eq!(client.stats().watched_holds, 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
+    assert_eq!(dbsize(&mut raw).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_fails_fast_with_a_clear_error() {
+    // A port nothing listens on: bind, read the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        Client::connect(&format!("redis://127.0.0.1:{port}/")),
+    )
+    .await
+    .expect("connect hung");
+    let elapsed = started.elapsed();
+    let err = r.unwrap_err();
+    assert!(err.is_connection_error(), "{err:?}");
+    assert!(!err.to_string().is_empty());
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+
+    // A malformed URL is an error too, not a panic.
+    let err = Client::connect("not a url").await.unwrap_err();
+    assert!(!err.to_string().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_style_unlock_without_a_hold_is_not_owner() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "fault:not-owner";
+    let lock = client.get_lock(name);
+
+    // Nothing held at all.
+    let err = lock.unlock().await.unwrap_err();
+    assert!(err.is_not_owner(), "{err:?}");
+    assert!(
+        err.to_string().contains(&field(&client, lock.owner())),
+        "{err}"
+    );
+    assert_eq!(dbsize(&mut raw).await, 0);
+
+    // Held once: the first unlock releases it, the second is NotOwner.
+    lock.lock().await.unwrap().detach();
+    lock.unlock().await.unwrap();
+    assert!(!exists(&mut raw, name).await);
+    let err = lock.unlock().await.unwrap_err();
+    assert!(err.is_not_owner(), "{err:?}");
+    assert_eq!(dbsize(&mut raw).await, 0, "{:?}", {
+        let keys: Vec<String> = raw.keys("*").await.unwrap();
+        keys
+    });
+
+    // Re-entered twice and detached: exactly two unlocks succeed.
+    lock.lock().await.unwrap().detach();
+    lock.lock().await.unwrap().detach();
+    lock.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    lock.unlock().await.unwrap();
+    assert!(lock.unlock().await.unwrap_err().is_not_owner());
+    assert!(!exists(&mut raw, name).await);
+    assert_eq!(client.stats().watched_holds, 0);
+}
