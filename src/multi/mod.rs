@@ -223,6 +223,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// Keep it far below the lease. The default is 5 % of the lease (of the watchdog lease
     /// without one), at most the member's client response timeout. A zero timeout is rejected
     /// by the acquire methods.
+    ///
+    /// ```no_run
+    /// # async fn f(locks: Vec<redisson_lock::RLock>) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let redlock = redisson_lock::RedLock::new(locks)?.with_node_timeout(Duration::from_millis(50));
+    /// # Ok(()) }
+    /// ```
     pub fn with_node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = Some(timeout);
         self
@@ -276,7 +283,8 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Errors
     ///
-    /// As [`MultiLock::lock`], and [`LockError::InvalidArgument`] for a zero lease.
+    /// As [`MultiLock::lock`], and [`LockError::InvalidArgument`] for a zero lease or one over 100
+    /// years.
     ///
     /// # Examples
     ///
@@ -360,7 +368,8 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Errors
     ///
-    /// As [`MultiLock::try_lock_for`], and [`LockError::InvalidArgument`] for a zero lease.
+    /// As [`MultiLock::try_lock_for`], and [`LockError::InvalidArgument`] for a zero lease or one
+    /// over 100 years.
     ///
     /// # Examples
     ///
@@ -679,13 +688,24 @@ async fn reapply(guard: &RLockGuard, lease: Duration, timeout: Duration) -> Resu
     }
 }
 
-/// Gives members back concurrently; failures are left to each client's background release.
+/// Gives members back concurrently and waits until they are released. Each release runs in its
+/// own task, so it completes even if the acquire that started it is dropped meanwhile.
 async fn release_all(guards: Vec<RLockGuard>) {
-    join_all(guards.into_iter().map(|g| async move {
-        let name = g.lock().name().to_owned();
-        if let Err(e) = g.unlock().await {
-            tracing::debug!(lock = %name, error = %e, "giving back a member lock failed");
-        }
-    }))
-    .await;
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        // No runtime: each guard's drop handles it (the member expires with its lease).
+        drop(guards);
+        return;
+    };
+    let tasks: Vec<_> = guards
+        .into_iter()
+        .map(|g| {
+            rt.spawn(async move {
+                let name = g.lock().name().to_owned();
+                if let Err(e) = g.unlock().await {
+                    tracing::debug!(lock = %name, error = %e, "giving back a member lock failed");
+                }
+            })
+        })
+        .collect();
+    join_all(tasks).await;
 }

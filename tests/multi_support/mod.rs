@@ -1,0 +1,118 @@
+//! Helpers shared by the MultiLock and RedLock tests: `n` real redis-servers, one client each
+//! (independent masters), foreign holders written by hand, and probes of what each node holds.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config, LockError, QuorumError, RLock};
+
+use crate::support::{servers, TestServer};
+
+/// The hash field a foreign owner (another Redisson client) writes.
+pub const FOREIGN: &str = "0e1f2a3b-aaaa-bbbb-cccc-000000000000:1";
+
+/// Short timeouts so that dead nodes are noticed quickly.
+pub fn fast(config: Config) -> Config {
+    config
+        .with_response_timeout(Duration::from_secs(1))
+        .with_connection_timeout(Duration::from_millis(500))
+        .with_retry_attempts(2)
+        .with_retry_delay(Duration::from_millis(20))
+}
+
+/// Independent masters, one client each.
+pub struct Nodes {
+    pub servers: Vec<TestServer>,
+    pub clients: Vec<Client>,
+}
+
+pub async fn nodes(n: usize) -> Nodes {
+    nodes_with(n, fast).await
+}
+
+pub async fn nodes_with(n: usize, config: impl Fn(Config) -> Config) -> Nodes {
+    let servers = servers(n);
+    let mut clients = Vec::new();
+    for s in &servers {
+        clients.push(s.client_with(&config).await);
+    }
+    Nodes { servers, clients }
+}
+
+impl Nodes {
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// The lock `name` on every node, in node order.
+    pub fn locks(&self, name: &str) -> Vec<RLock> {
+        self.clients.iter().map(|c| c.get_lock(name)).collect()
+    }
+
+    /// Holds `name` on `node` for a foreign owner, as a Java client would: `HSET` + `PEXPIRE`.
+    pub async fn hold_foreign(&self, node: usize, name: &str, ttl: Duration) {
+        let mut c = self.servers[node].conn().await;
+        let _: () = c.hset(name, FOREIGN, 1).await.unwrap();
+        let _: () = c.pexpire(name, ttl.as_millis() as i64).await.unwrap();
+    }
+
+    pub async fn foreign_still_holds(&self, node: usize, name: &str) -> bool {
+        let mut c = self.servers[node].conn().await;
+        c.hexists(name, FOREIGN).await.unwrap()
+    }
+
+    /// Every hash field of `name` on `node`.
+    pub async fn fields(&self, node: usize, name: &str) -> Vec<String> {
+        let mut c = self.servers[node].conn().await;
+        c.hkeys(name).await.unwrap()
+    }
+
+    /// Fields of `name` on `node` written by our client of that node.
+    pub async fn ours(&self, node: usize, name: &str) -> Vec<String> {
+        let id = self.clients[node].id().to_owned();
+        self.fields(node, name)
+            .await
+            .into_iter()
+            .filter(|f| f.starts_with(&id))
+            .collect()
+    }
+
+    pub async fn pttl(&self, node: usize, name: &str) -> i64 {
+        let mut c = self.servers[node].conn().await;
+        c.pttl(name).await.unwrap()
+    }
+
+    /// Nodes among `live` where one of our fields of `name` remains.
+    pub async fn nodes_with_ours(&self, live: &[usize], name: &str) -> Vec<usize> {
+        let mut found = Vec::new();
+        for &i in live {
+            if !self.ours(i, name).await.is_empty() {
+                found.push(i);
+            }
+        }
+        found
+    }
+
+    pub async fn delete(&self, node: usize, name: &str) {
+        let mut c = self.servers[node].conn().await;
+        let _: () = c.del(name).await.unwrap();
+    }
+
+    pub fn all(&self) -> Vec<usize> {
+        (0..self.len()).collect()
+    }
+}
+
+/// The quorum detail of an error, or a panic naming the unexpected error.
+pub fn quorum(e: LockError) -> QuorumError {
+    match e {
+        LockError::Quorum(q) => q,
+        other => panic!("expected a quorum error, got {other:?}"),
+    }
+}
+
+/// Nodes of `0..n` that are in `mask`.
+pub fn members(mask: u32, n: usize) -> Vec<usize> {
+    (0..n).filter(|i| mask & (1 << i) != 0).collect()
+}
