@@ -1,0 +1,188 @@
+//! RedLock under node faults injected through the test proxy: three independent masters, one
+//! proxy in front of each. Scenarios T23 and T24 of docs/reliability.md (T22, the quorum truth
+//! table, lives in tests/redlock.rs).
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config, RedLock};
+use support::proxy::{Mode, Proxy};
+use support::*;
+
+const BOUND: Duration = Duration::from_secs(30);
+const NODE_TIMEOUT: Duration = Duration::from_millis(300);
+
+struct Nodes {
+    servers: Vec<TestServer>,
+    proxies: Vec<Proxy>,
+}
+
+impl Nodes {
+    async fn start(n: usize) -> Nodes {
+        let servers = servers(n);
+        let mut proxies = Vec::new();
+        for s in &servers {
+            proxies.push(Proxy::start(s.port).await);
+        }
+        Nodes { servers, proxies }
+    }
+
+    /// One client per node, through the proxies.
+    async fn clients(&self) -> Vec<Client> {
+        let mut clients = Vec::new();
+        for p in &self.proxies {
+            let config = Config::new(p.url())
+                .with_response_timeout(Duration::from_secs(1))
+                .with_connection_timeout(Duration::from_secs(1));
+            clients.push(Client::with_config(config).await.unwrap());
+        }
+        clients
+    }
+
+    /// One client per node, straight to the servers.
+    async fn direct_clients(&self) -> Vec<Client> {
+        let mut clients = Vec::new();
+        for s in &self.servers {
+            clients.push(s.client().await);
+        }
+        clients
+    }
+
+    /// Which nodes hold key `name` right now.
+    async fn holding(&self, name: &str) -> Vec<usize> {
+        let mut v = Vec::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let mut c = s.conn().await;
+            if c.exists::<_, bool>(name).await.unwrap() {
+                v.push(i);
+            }
+        }
+        v
+    }
+}
+
+fn redlock(clients: &[Client], name: &str) -> RedLock {
+    RedLock::new(clients.iter().map(|c| c.get_lock(name)))
+        .unwrap()
+        .with_node_timeout(NODE_TIMEOUT)
+}
+
+/// T23: one of three nodes blackholed. The RedLock is still taken (2 of 3) with a positive
+/// validity, excludes a second RedLock contender, and once released and healed no member key is
+/// left anywhere (the request held by the partition and delivered late is undone or expires).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_with_a_minority_blackholed_is_taken_and_exclusive() {
+    let nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:redlock-minority";
+    let lease = Duration::from_secs(5);
+    let red = redlock(&clients, name);
+
+    nodes.proxies[0].set(Mode::Blackhole);
+    let started = Instant::now();
+    let guard = red
+        .try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect("a majority was reachable");
+    assert!(started.elapsed() < BOUND);
+    let held = guard.held_nodes();
+    assert_eq!(held, vec![1, 2], "{held:?}");
+    assert!(guard.remaining_validity().unwrap() > Duration::ZERO);
+    assert_eq!(nodes.holding(name).await, vec![1, 2]);
+
+    // A second contender (reaching every node directly) cannot form a quorum.
+    let others = nodes.direct_clients().await;
+    let rival = redlock(&others, name);
+    let r = rival
+        .try_lock_with_lease(Duration::from_millis(500), lease)
+        .await;
+    assert!(!matches!(r, Ok(Some(_))), "two RedLock holders at once");
+
+    guard.unlock().await.unwrap();
+    nodes.proxies[0].set(Mode::Pass);
+    assert!(
+        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
+        "member keys left behind: {:?}",
+        nodes.holding(name).await
+    );
+    // And the rival gets it now.
+    let g = rival
+        .try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect("free RedLock not taken");
+    assert_eq!(g.held_nodes().len(), 3);
+    g.unlock().await.unwrap();
+}
+
+/// T23 with a dead node: one of three servers SIGKILLed; the RedLock is still taken, in about
+/// the node timeout rather than a whole response timeout per attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_with_a_minority_killed_is_taken() {
+    let mut nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:redlock-killed";
+    let red = redlock(&clients, name);
+    nodes.servers[2].kill();
+    let g = red
+        .try_lock_with_lease(Duration::from_secs(5), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a majority was alive");
+    assert_eq!(g.held_nodes(), vec![0, 1]);
+    // Releasing reports the dead node or not, but frees the live ones.
+    let _ = g.unlock().await;
+    for s in &nodes.servers[..2] {
+        let mut c = s.conn().await;
+        assert!(!c.exists::<_, bool>(name).await.unwrap());
+    }
+}
+
+/// T24: two of three nodes blackholed. The RedLock is refused promptly (an error or `None`,
+/// never a hang), and keeps nothing on the reachable node; after the partition heals, no member
+/// key is left anywhere and the lock can be taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_with_a_majority_blackholed_fails_fast_and_leaves_nothing() {
+    let nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:redlock-majority";
+    let lease = Duration::from_secs(5);
+    let red = redlock(&clients, name);
+
+    nodes.proxies[0].set(Mode::Blackhole);
+    nodes.proxies[1].set(Mode::Blackhole);
+    let started = Instant::now();
+    let r = tokio::time::timeout(
+        BOUND,
+        red.try_lock_with_lease(Duration::from_secs(2), lease),
+    )
+    .await
+    .expect("RedLock hung with a majority of nodes partitioned");
+    match r {
+        Ok(Some(g)) => panic!("RedLock taken without a majority: {:?}", g.held_nodes()),
+        Ok(None) => {}
+        Err(e) => assert!(e.is_quorum() || e.is_connection_error(), "{e}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert!(
+        eventually(BOUND, || async { !nodes.holding(name).await.contains(&2) }).await,
+        "the reachable member was kept"
+    );
+
+    nodes.proxies[0].set(Mode::Pass);
+    nodes.proxies[1].set(Mode::Pass);
+    assert!(
+        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
+        "member keys left behind after healing: {:?}",
+        nodes.holding(name).await
+    );
+    let g = red
+        .try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect("RedLock not taken after healing");
+    assert_eq!(g.held_nodes().len(), 3);
+    g.unlock().await.unwrap();
+}
