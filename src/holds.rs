@@ -164,6 +164,18 @@ impl Holds {
         });
     }
 
+    /// Drops every slot that holds nothing and that nobody references any more (those a
+    /// `release_slot` could not drop because another reference was alive at that moment).
+    pub(crate) fn sweep(&self) {
+        self.slots.retain(|_, s| {
+            Arc::strong_count(s) > 1
+                || s.gate
+                    .try_lock()
+                    .map(|g| g.count > 0 || g.dirty)
+                    .unwrap_or(true)
+        });
+    }
+
     /// Slots whose holds the watchdog must renew.
     pub(crate) fn watched(&self) -> Vec<Arc<Slot>> {
         self.slots

@@ -32,17 +32,18 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
         let notified = wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let period = {
+        let (period, idle) = {
             let Some(c) = client.upgrade() else { return };
-            if !c.holds.any_watched() {
-                None
-            } else {
-                Some(c.config.watchdog_timeout() / 3)
-            }
+            // Bookkeeping of holds that ended while another reference was briefly alive.
+            c.holds.sweep();
+            let period = c.config.watchdog_timeout() / 3;
+            (c.holds.any_watched().then_some(period), period)
         };
         match period {
-            // Idle until something is acquired in watchdog mode.
-            None => notified.await,
+            // Idle until something is acquired in watchdog mode (sweeping now and then).
+            None => {
+                let _ = tokio::time::timeout(idle, notified).await;
+            }
             Some(period) => {
                 tokio::time::sleep(period).await;
                 let Some(c) = client.upgrade() else { return };
