@@ -271,6 +271,20 @@ impl Config {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
+        const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        let durations = [
+            self.watchdog_timeout,
+            self.response_timeout,
+            self.connection_timeout,
+            self.subscription_timeout,
+            self.fair_lock_wait_timeout,
+            self.retry_delay,
+        ];
+        if durations.iter().any(|d| *d > MAX) || self.replica_sync().is_some_and(|d| d > MAX) {
+            return Err(LockError::InvalidArgument(
+                "durations in the configuration must be at most 100 years",
+            ));
+        }
         if self.watchdog_timeout < Duration::from_millis(3) {
             return Err(LockError::InvalidArgument(
                 "watchdog timeout must be at least 3 ms (it is renewed every third of it)",

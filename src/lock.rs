@@ -583,7 +583,8 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<LockGuard<K>>> {
         self.check_name()?;
         let start = Instant::now();
-        let deadline = wait.map(|w| start + w);
+        // A wait too long to represent is no deadline at all.
+        let deadline = wait.and_then(|w| start.checked_add(w));
         let owner = self.owner();
         let slot = self.slot(owner);
         // Forgets the slot when this ends without a hold, also when the future is dropped
@@ -1001,10 +1002,17 @@ fn epoch_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// Longest explicit lease: 100 years (longer ones overflow clocks and mean "forever" anyway).
+const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 fn check_lease(lease: Duration) -> Result<()> {
     if lease.is_zero() {
         Err(LockError::InvalidArgument(
             "lease must be non-zero (use lock() for a watchdog-renewed lease)",
+        ))
+    } else if lease > MAX_LEASE {
+        Err(LockError::InvalidArgument(
+            "lease must be at most 100 years",
         ))
     } else {
         Ok(())
