@@ -186,3 +186,103 @@ async fn redlock_with_a_majority_blackholed_fails_fast_and_leaves_nothing() {
     assert_eq!(g.held_nodes().len(), 3);
     g.unlock().await.unwrap();
 }
+
+/// T25: one node answers slower than the node timeout (the proxy delays each chunk by twice
+/// the node timeout). It counts as failed; the other two form the quorum with validity left, and
+/// the slow node's late acquire does not outlive the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_with_a_slow_node_treats_it_as_failed() {
+    let nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:redlock-slow";
+    let lease = Duration::from_secs(5);
+    let red = redlock(&clients, name);
+    nodes.proxies[0].set(Mode::Delay(NODE_TIMEOUT * 2));
+    let g = red
+        .try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect("a fast majority was there");
+    assert_eq!(g.held_nodes(), vec![1, 2]);
+    assert!(g.remaining_validity().unwrap() > Duration::ZERO);
+    g.unlock().await.unwrap();
+    nodes.proxies[0].set(Mode::Pass);
+    assert!(
+        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
+        "member keys left behind: {:?}",
+        nodes.holding(name).await
+    );
+}
+
+/// T9 (Redlock step 3): every reply comes back later than the lease itself, so by the time the
+/// quorum is confirmed the lock may already have expired. The acquire must be refused and every
+/// member given back: stale "OK" replies never make a holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_whose_replies_arrive_after_the_lease_is_refused() {
+    let nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:redlock-late";
+    let lease = Duration::from_millis(800);
+    let red = RedLock::new(clients.iter().map(|c| c.get_lock(name)))
+        .unwrap()
+        .with_node_timeout(Duration::from_secs(5));
+    for p in &nodes.proxies {
+        p.set(Mode::Delay(Duration::from_millis(500)));
+    }
+    let r = tokio::time::timeout(
+        BOUND,
+        red.try_lock_with_lease(Duration::from_secs(2), lease),
+    )
+    .await
+    .expect("RedLock hung on slow replies");
+    if let Ok(Some(g)) = r {
+        panic!(
+            "RedLock granted after its validity ran out: nodes {:?}, validity {:?}",
+            g.held_nodes(),
+            g.remaining_validity()
+        );
+    }
+    for p in &nodes.proxies {
+        p.set(Mode::Pass);
+    }
+    assert!(
+        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
+        "member keys left behind: {:?}",
+        nodes.holding(name).await
+    );
+}
+
+/// T26 without a restart guard (the hazard, documented): A holds a RedLock on nodes 0 and 1
+/// (node 2 partitioned from A). Node 0 restarts empty. B then takes nodes 0 and 2: a second
+/// majority while A's is still valid. The crate has no delayed-restart guard; this test pins
+/// that the hazard is real, so the docs keep saying so (docs/reliability.md, docs/redlock.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_node_restarted_empty_allows_a_second_majority() {
+    let mut nodes = Nodes::start(3).await;
+    let a_clients = nodes.clients().await;
+    let name = "fault:redlock-restart";
+    let lease = Duration::from_secs(20);
+    nodes.proxies[2].set(Mode::Blackhole);
+    let a = redlock(&a_clients, name)
+        .try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect("A should get nodes 0 and 1");
+    assert_eq!(a.held_nodes(), vec![0, 1]);
+
+    nodes.servers[0].restart();
+    let b_clients = nodes.direct_clients().await;
+    let b = redlock(&b_clients, name)
+        .try_lock_with_lease(Duration::from_secs(2), lease)
+        .await
+        .unwrap();
+    let b = b.expect("with node 0 forgotten, B finds a second majority (the F4 hazard)");
+    assert_eq!(b.held_nodes(), vec![0, 2]);
+    // Both believe they hold it: a double grant no client-side check can see.
+    assert!(a.remaining_validity().unwrap() > Duration::ZERO);
+    assert!(b.remaining_validity().unwrap() > Duration::ZERO);
+    assert!(!a.is_lost());
+    let _ = b.unlock().await;
+    let _ = a.unlock().await;
+    nodes.proxies[2].set(Mode::Pass);
+}
