@@ -18,6 +18,9 @@
 //!   GET and SET (default 5); `--gap-ms` sleep between holds (default 0)
 //! * `--lease-ms` fixed lease (default 0: watchdog); `--watchdog-ms` watchdog lease (default
 //!   30000); `--response-ms` reply timeout (default 3000)
+//! * `--kind` `fenced` (default, writes carry the fencing token), `rlock` or `fair`; the last two
+//!   skip the fenced write; `--fair-wait-ms` the fair lock's wait timeout for queued waiters
+//!   (default 5000)
 //! * `--max-secs` the process exits by itself after this long (default 60)
 //! * `--stop-file` stop before the next hold once this file exists
 //!
@@ -31,7 +34,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config, LockError};
+use redisson_lock::{Client, Config, Lock, LockError, LockGuard, LockKind};
 
 /// The toy fenced resource: accept a write only with a token at least the highest seen, and log
 /// every accepted write so the checker can see the order.
@@ -133,7 +136,8 @@ async fn main() {
     let config = Config::new(url)
         .with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
         .with_response_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
-        .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)));
+        .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
+        .with_fair_lock_wait_timeout(Duration::from_millis(num(&a, "fair-wait-ms", 5000)));
     let client = match Client::with_config(config).await {
         Ok(c) => c,
         Err(e) => {
@@ -147,107 +151,198 @@ async fn main() {
         .await
         .expect("store connection");
     let fenced = redis::Script::new(FENCED_WRITE);
-    let lock = client.get_fenced_lock(name.clone());
+    let run = Run {
+        name: name.clone(),
+        iterations,
+        forever,
+        hold,
+        rmw,
+        gap,
+        lease,
+        stop_file,
+        deadline,
+        counter_key,
+        max_key,
+        log_key,
+        fenced,
+        fair: a.get("kind").is_some_and(|k| k == "fair"),
+    };
     h.line("started", &[("lock", name.clone())]);
-
-    let mut holds = 0u64;
-    while holds < iterations && Instant::now() < deadline {
-        if stop_file
-            .as_deref()
-            .is_some_and(|f| std::path::Path::new(f).exists())
-        {
-            break;
+    let holds = match a.get("kind").map(String::as_str).unwrap_or("fenced") {
+        "fenced" => {
+            let lock = client.get_fenced_lock(name.clone());
+            run.holds(&mut h, &mut store, lock, |g| Some(g.token()))
+                .await
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let acquired = match lease {
-            0 => lock.try_lock_for(left).await,
-            l => {
-                lock.try_lock_with_lease(left, Duration::from_millis(l))
-                    .await
-            }
-        };
-        let guard = match acquired {
-            Ok(Some(g)) => g,
-            Ok(None) => break,
-            Err(e) => {
-                h.line("error", &[("op", "acquire".into()), ("msg", one_line(&e))]);
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let start = mono_ns();
-        let token = guard.token();
-        h.line(
-            "acquired",
-            &[
-                ("lock", name.clone()),
-                ("start", start.to_string()),
-                ("token", token.to_string()),
-            ],
-        );
-        if forever {
-            // Keep the hold (renewed by the watchdog) until killed or out of time.
-            tokio::time::sleep_until(deadline.into()).await;
-            break;
+        "rlock" => {
+            run.holds(&mut h, &mut store, client.get_lock(name.clone()), |_| None)
+                .await
         }
-        tokio::time::sleep(hold).await;
-        // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
-        let rmw_result: redis::RedisResult<i64> = async {
-            let v: Option<i64> = store.get(&counter_key).await?;
-            let v = v.unwrap_or(0);
-            h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
-            tokio::time::sleep(rmw).await;
-            let () = store.set(&counter_key, v + 1).await?;
-            Ok(v)
+        "fair" => {
+            let lock = client.get_fair_lock(name.clone());
+            run.holds(&mut h, &mut store, lock, |_| None).await
         }
-        .await;
-        let read = match rmw_result {
-            Ok(v) => v.to_string(),
-            Err(e) => {
-                h.line("error", &[("op", "rmw".into()), ("msg", one_line(&e))]);
-                "-".into()
-            }
-        };
-        // The same write through the fenced resource.
-        let accepted: redis::RedisResult<i64> = fenced
-            .key(&max_key)
-            .key(&log_key)
-            .arg(token)
-            .arg(h.pid)
-            .invoke_async(&mut store)
-            .await;
-        let accepted = match accepted {
-            Ok(a) => a.to_string(),
-            Err(e) => {
-                h.line("error", &[("op", "fenced".into()), ("msg", one_line(&e))]);
-                "-".into()
-            }
-        };
-        let lost = guard.is_lost();
-        let end = mono_ns();
-        let unlock = match guard.unlock().await {
-            Ok(()) => "ok".to_owned(),
-            Err(LockError::LeaseLost { .. }) => "lost".to_owned(),
-            Err(e) => {
-                h.line("error", &[("op", "unlock".into()), ("msg", one_line(&e))]);
-                "error".to_owned()
-            }
-        };
-        holds += 1;
-        h.line(
-            "released",
-            &[
-                ("lock", name.clone()),
-                ("start", start.to_string()),
-                ("end", end.to_string()),
-                ("token", token.to_string()),
-                ("read", read),
-                ("fenced", accepted),
-                ("lost", u8::from(lost).to_string()),
-                ("unlock", unlock),
-            ],
-        );
-        tokio::time::sleep(gap).await;
-    }
+        other => panic!("--kind {other}: expected fenced, rlock or fair"),
+    };
     h.line("done", &[("holds", holds.to_string())]);
+}
+
+struct Run {
+    name: String,
+    iterations: u64,
+    forever: bool,
+    hold: Duration,
+    rmw: Duration,
+    gap: Duration,
+    lease: u64,
+    stop_file: Option<String>,
+    deadline: Instant,
+    counter_key: String,
+    max_key: String,
+    log_key: String,
+    fenced: redis::Script,
+    fair: bool,
+}
+
+impl Run {
+    /// Takes holds until done; returns how many were taken and released.
+    async fn holds<K: LockKind>(
+        &self,
+        h: &mut History,
+        store: &mut redis::aio::MultiplexedConnection,
+        lock: Lock<K>,
+        token_of: impl Fn(&LockGuard<K>) -> Option<i64>,
+    ) -> u64 {
+        let Run {
+            name,
+            iterations,
+            forever,
+            hold,
+            rmw,
+            gap,
+            lease,
+            stop_file,
+            deadline,
+            counter_key,
+            max_key,
+            log_key,
+            fenced,
+            fair,
+        } = self;
+        let (iterations, forever, hold, rmw, gap, lease, deadline) =
+            (*iterations, *forever, *hold, *rmw, *gap, *lease, *deadline);
+        let name = name.clone();
+
+        let mut holds = 0u64;
+        while holds < iterations && Instant::now() < deadline {
+            if stop_file
+                .as_deref()
+                .is_some_and(|f| std::path::Path::new(f).exists())
+            {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let acquired = match lease {
+                // A fair waiter that waits forever queues with the fair-lock wait timeout (a dead
+                // one is evicted after it); the process deadline still bounds it.
+                0 if *fair => match tokio::time::timeout(left, lock.lock()).await {
+                    Ok(r) => r.map(Some),
+                    Err(_) => Ok(None),
+                },
+                0 => lock.try_lock_for(left).await,
+                l => {
+                    lock.try_lock_with_lease(left, Duration::from_millis(l))
+                        .await
+                }
+            };
+            let guard = match acquired {
+                Ok(Some(g)) => g,
+                Ok(None) => break,
+                Err(e) => {
+                    h.line("error", &[("op", "acquire".into()), ("msg", one_line(&e))]);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let start = mono_ns();
+            let token = token_of(&guard);
+            h.line(
+                "acquired",
+                &[
+                    ("lock", name.clone()),
+                    ("start", start.to_string()),
+                    ("token", token.unwrap_or(0).to_string()),
+                ],
+            );
+            if forever {
+                // Keep the hold (renewed by the watchdog) until killed or out of time.
+                tokio::time::sleep_until(deadline.into()).await;
+                break;
+            }
+            tokio::time::sleep(hold).await;
+            // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
+            let rmw_result: redis::RedisResult<i64> = async {
+                let v: Option<i64> = store.get(counter_key).await?;
+                let v = v.unwrap_or(0);
+                h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
+                tokio::time::sleep(rmw).await;
+                let () = store.set(counter_key, v + 1).await?;
+                Ok(v)
+            }
+            .await;
+            let read = match rmw_result {
+                Ok(v) => v.to_string(),
+                Err(e) => {
+                    h.line("error", &[("op", "rmw".into()), ("msg", one_line(&e))]);
+                    "-".into()
+                }
+            };
+            // The same write through the fenced resource (fenced locks only).
+            let accepted = match token {
+                None => "-".to_owned(),
+                Some(token) => {
+                    let accepted: redis::RedisResult<i64> = fenced
+                        .key(max_key)
+                        .key(log_key)
+                        .arg(token)
+                        .arg(h.pid)
+                        .invoke_async(store)
+                        .await;
+                    match accepted {
+                        Ok(a) => a.to_string(),
+                        Err(e) => {
+                            h.line("error", &[("op", "fenced".into()), ("msg", one_line(&e))]);
+                            "-".into()
+                        }
+                    }
+                }
+            };
+            let lost = guard.is_lost();
+            let end = mono_ns();
+            let unlock = match guard.unlock().await {
+                Ok(()) => "ok".to_owned(),
+                Err(LockError::LeaseLost { .. }) => "lost".to_owned(),
+                Err(e) => {
+                    h.line("error", &[("op", "unlock".into()), ("msg", one_line(&e))]);
+                    "error".to_owned()
+                }
+            };
+            holds += 1;
+            h.line(
+                "released",
+                &[
+                    ("lock", name.clone()),
+                    ("start", start.to_string()),
+                    ("end", end.to_string()),
+                    ("token", token.unwrap_or(0).to_string()),
+                    ("read", read),
+                    ("fenced", accepted),
+                    ("lost", u8::from(lost).to_string()),
+                    ("unlock", unlock),
+                ],
+            );
+            tokio::time::sleep(gap).await;
+        }
+        holds
+    }
 }

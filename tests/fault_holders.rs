@@ -189,3 +189,79 @@ async fn paused_holder_past_its_lease_is_caught_and_fenced() {
     assert!(report.fencing_errors.is_empty(), "{report:?}");
     assert_eq!(report.fenced_log, vec![(fresh_hold.token, fresh.pid())]);
 }
+
+async fn fair_queue(server: &TestServer, lock: &str) -> Vec<String> {
+    let mut c = server.conn().await;
+    redis::cmd("LRANGE")
+        .arg(format!("redisson_lock_queue:{{{lock}}}"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+/// T19: fair lock, a queued waiter *process* is SIGKILLed at the head of the queue, then the
+/// holder process too. The dead waiter is evicted once its queue deadline passes (fair-lock wait
+/// timeout 1.5 s) and the next live waiter gets the lock; nobody overlaps and the queue ends
+/// empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_fair_waiter_is_evicted_and_the_queue_moves_on() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:fair-kill9";
+    let spec = |i: u64| {
+        let mut s = HolderSpec::new(&server.url(), lock);
+        s.kind = "fair";
+        s.fair_wait_ms = 1500;
+        s.watchdog_ms = 2000;
+        s.iterations = i;
+        s
+    };
+    let mut holder = {
+        let mut s = spec(1);
+        s.forever = true;
+        Holder::spawn(&s, history_path(dir.path(), 0))
+    };
+    assert!(holder.wait_for("acquired", 1, BOUND).await);
+    let mut dead = Holder::spawn(&spec(1), history_path(dir.path(), 1));
+    assert!(
+        eventually(BOUND, || async {
+            fair_queue(&server, lock).await.len() == 1
+        })
+        .await
+    );
+    let mut next = Holder::spawn(&spec(1), history_path(dir.path(), 2));
+    assert!(
+        eventually(BOUND, || async {
+            fair_queue(&server, lock).await.len() == 2
+        })
+        .await
+    );
+
+    let dead_at = dead.kill9();
+    let holder_killed_at = holder.kill9();
+    assert!(next.wait(BOUND).await, "the live waiter never got the lock");
+
+    let mut open_ends = HashMap::new();
+    open_ends.insert(holder.pid(), holder_killed_at);
+    open_ends.insert(dead.pid(), dead_at);
+    let paths = vec![
+        holder.history.clone(),
+        dead.history.clone(),
+        next.history.clone(),
+    ];
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &open_ends).await;
+    report.assert_safe("fair kill -9");
+    assert_eq!(report.holds.len(), 2, "{report:?}");
+    let next_hold = report.holds.iter().find(|h| h.pid == next.pid()).unwrap();
+    assert!(next_hold.start > holder_killed_at);
+    assert!(report.holds.iter().all(|h| h.pid != dead.pid()));
+    assert!(
+        eventually(BOUND, || async {
+            fair_queue(&server, lock).await.is_empty()
+        })
+        .await
+    );
+}

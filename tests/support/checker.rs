@@ -75,6 +75,9 @@ pub struct HolderSpec {
     pub response_ms: u64,
     pub max_secs: u64,
     pub stop_file: Option<PathBuf>,
+    /// `fenced`, `rlock` or `fair`.
+    pub kind: &'static str,
+    pub fair_wait_ms: u64,
 }
 
 impl HolderSpec {
@@ -93,6 +96,8 @@ impl HolderSpec {
             response_ms: 1000,
             max_secs: 60,
             stop_file: None,
+            kind: "fenced",
+            fair_wait_ms: 5000,
         }
     }
 }
@@ -124,6 +129,8 @@ impl Holder {
         arg("watchdog-ms", spec.watchdog_ms.to_string());
         arg("response-ms", spec.response_ms.to_string());
         arg("max-secs", spec.max_secs.to_string());
+        arg("kind", spec.kind.to_owned());
+        arg("fair-wait-ms", spec.fair_wait_ms.to_string());
         if let Some(f) = &spec.stop_file {
             arg("stop-file", f.display().to_string());
         }
