@@ -1,5 +1,6 @@
 -- Batched renewal of read holds (Redisson ReadLockTask, 4.4+): for each (RW hash, owner), extend
--- the hash and that owner's own `rwlock_timeout:<n>` keys while the owner still holds reads.
+-- that owner's own `rwlock_timeout:<n>` keys, and the hash to at least the lease, while the
+-- owner still holds reads.
 --
 -- KEYS[2i-1]  RW hash `<name>`;  KEYS[2i]  the owner's timeout prefix `{<name>}:<field>:rwlock_timeout`
 -- ARGV[1]     lease in milliseconds
@@ -14,7 +15,10 @@ for i = 1, #KEYS, 2 do
         for c = n, 1, -1 do
             redis.call('pexpire', KEYS[i + 1] .. ':' .. c, ARGV[1])
         end
-        redis.call('pexpire', KEYS[i], ARGV[1])
+        -- Never shorten the hash: other readers may hold longer leases (Redisson sets it to
+        -- the lease outright, which can expire another reader's hold early).
+        local remain = redis.call('pttl', KEYS[i])
+        redis.call('pexpire', KEYS[i], math.max(remain, tonumber(ARGV[1])))
         result[#result + 1] = 1
     else
         result[#result + 1] = 0

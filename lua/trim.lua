@@ -11,7 +11,7 @@
 --          channel `<KEYS[2]>:<head>`; any key of the same slot otherwise (it is not touched)
 -- ARGV[1]  owner field
 -- ARGV[2]  target hold count (the holds the client knows about; 0 = none)
--- ARGV[3]  lease in milliseconds, re-applied when holds remain
+-- ARGV[3]  lease in milliseconds, re-applied when holds remain (read: the hash keeps a longer TTL)
 -- ARGV[4]  publish command
 -- ARGV[5]  message published when the lock is freed (`0`, or `1` for a write lock)
 -- ARGV[6]  layout: `plain` (RLock, fenced), `fair`, `read` or `write` (read-write lock hash)
@@ -29,7 +29,12 @@ if ARGV[6] == 'read' then
 end
 if target > 0 then
     redis.call('hset', KEYS[1], ARGV[1], target)
-    redis.call('pexpire', KEYS[1], ARGV[3])
+    local lease = tonumber(ARGV[3])
+    if ARGV[6] == 'read' then
+        -- Other readers may hold longer leases: never shorten the hash (as read_lock.lua).
+        lease = math.max(redis.call('pttl', KEYS[1]), lease)
+    end
+    redis.call('pexpire', KEYS[1], lease)
     return found
 end
 redis.call('hdel', KEYS[1], ARGV[1])

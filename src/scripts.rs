@@ -352,7 +352,7 @@ mod tests {
                 "force_unlock.lua",
                 "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb",
             ),
-            ("trim.lua", "b0af2edaced99c0a2b105b94b7752ed13f19bf4e"),
+            ("trim.lua", "e2ba92ed36558e9ef2f168d32ef56f202ebf566e"),
             (
                 "fenced_lock.lua",
                 "9025b303a578f9c7b7c98cf3a1e20ac62f7187fb",
@@ -375,7 +375,7 @@ mod tests {
                 "read_unlock.lua",
                 "ac3fe3d49c04b269f7375595f95b4a0ddb8c7443",
             ),
-            ("read_renew.lua", "67d6aa1e772ccc39c1e80ad9111d410ba2de81fb"),
+            ("read_renew.lua", "95bbf059bf4239071d521a921be7f5512784acb2"),
             ("write_lock.lua", "0bf3dbdf9a0780bdc50e0bd1ef842a73b1ec9bc1"),
             (
                 "write_unlock.lua",

@@ -1,0 +1,750 @@
+//! ReadWriteLock (Redisson's RReadWriteLock): the shared hash with its `mode` field, the per-hold
+//! `rwlock_timeout` keys and the `redisson_rwlock` channel as a Java client observes them; shared
+//! readers, exclusive writers, downgrade, wake-all on a write release, per-reader leases and
+//! their renewal by the watchdog.
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::{Client, LockOwner};
+use support::*;
+use tokio::sync::{mpsc, Barrier};
+
+/// Generous bound for anything event-driven (a wake-up, a release).
+const WAIT: Duration = Duration::from_secs(10);
+/// Long enough for a message that should *not* come to show up if it were sent.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Redisson's `prefixName("redisson_rwlock", name)`.
+fn channel(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_rwlock:{name}")
+    } else {
+        format!("redisson_rwlock:{{{name}}}")
+    }
+}
+
+fn field(client: &Client, owner: LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// `{<name>}:<uuid>:<id>:rwlock_timeout:<n>` (no braces added when the name has a `{`).
+fn timeout_key(name: &str, field: &str, n: u32) -> String {
+    if name.contains('{') {
+        format!("{name}:{field}:rwlock_timeout:{n}")
+    } else {
+        format!("{{{name}}}:{field}:rwlock_timeout:{n}")
+    }
+}
+
+async fn hash(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
+    raw.hgetall(key).await.unwrap()
+}
+
+fn map(entries: &[(&str, &str)]) -> HashMap<String, String> {
+    entries
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
+    raw.pttl(key).await.unwrap()
+}
+
+async fn timeout_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
+    let mut k: Vec<String> = raw.keys("*rwlock_timeout*").await.unwrap();
+    k.sort();
+    k
+}
+
+async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(raw)
+        .await
+        .unwrap();
+    reply.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_timeout_keys_and_messages_as_java_sees_them() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:layout";
+    let mut listener = Listener::start(&server, &channel(name)).await;
+    let rw = client.get_read_write_lock(name);
+    let (a, b) = (LockOwner::new(1), LockOwner::new(2));
+    let (fa, fb) = (field(&client, a), field(&client, b));
+    let read_a = rw.read_lock().with_owner(a);
+
+    // First read hold, explicit lease: `mode`, the reader's field, one timeout key with PX.
+    let r1 = read_a
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "read"), (&fa, "1")])
+    );
+    let k1 = timeout_key(name, &fa, 1);
+    let v: String = raw.get(&k1).await.unwrap();
+    assert_eq!(v, "1");
+    let t = pttl(&mut raw, &k1).await;
+    assert!(t > 15_000 && t <= 20_000, "timeout key pttl {t}");
+    let t = pttl(&mut raw, name).await;
+    assert!(t > 15_000 && t <= 20_000, "hash pttl {t}");
+
+    // Re-entry with the watchdog lease: a second key, and the hash lives as long as the longest.
+    let r2 = read_a.lock().await.unwrap();
+    assert_eq!(hash(&mut raw, name).await.get(&fa).unwrap(), "2");
+    let t = pttl(&mut raw, &timeout_key(name, &fa, 2)).await;
+    assert!(t > 25_000 && t <= 30_000, "second timeout key pttl {t}");
+    assert!(pttl(&mut raw, name).await > 25_000);
+
+    // Another reader: its own field and key.
+    let rb = rw
+        .read_lock()
+        .with_owner(b)
+        .lock_with_lease(Duration::from_secs(25))
+        .await
+        .unwrap();
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "read"), (&fa, "2"), (&fb, "1")])
+    );
+    assert_eq!(
+        timeout_keys(&mut raw).await,
+        vec![
+            timeout_key(name, &fa, 1),
+            timeout_key(name, &fa, 2),
+            timeout_key(name, &fb, 1)
+        ]
+    );
+
+    // Read releases that leave holds publish nothing; the hash TTL shrinks to the longest
+    // remaining hold.
+    r2.unlock().await.unwrap();
+    assert!(!raw
+        .exists::<_, bool>(timeout_key(name, &fa, 2))
+        .await
+        .unwrap());
+    let t = pttl(&mut raw, name).await;
+    assert!(
+        t > 20_000 && t <= 25_000,
+        "hash pttl {t} (reader b's lease)"
+    );
+    rb.unlock().await.unwrap();
+    let t = pttl(&mut raw, name).await;
+    assert!(t > 0 && t <= 20_000, "hash pttl {t} (reader a's lease)");
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "read"), (&fa, "1")])
+    );
+    assert!(listener.next(QUIET).await.is_none(), "message while held");
+    // The last read release deletes the hash and publishes `0`.
+    r1.unlock().await.unwrap();
+    assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    assert!(timeout_keys(&mut raw).await.is_empty());
+
+    // Write: `mode` write, field `<uuid>:<id>:write`, no timeout keys; the final release
+    // publishes `1`.
+    let write_a = rw.write_lock().with_owner(a);
+    let w1 = write_a.lock().await.unwrap();
+    let w2 = write_a.lock().await.unwrap();
+    let fw = format!("{fa}:write");
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "write"), (&fw, "2")])
+    );
+    assert!(timeout_keys(&mut raw).await.is_empty());
+    assert!(write_a.is_held_by_current().await.unwrap());
+    assert!(!read_a.is_held_by_current().await.unwrap());
+    assert_eq!(write_a.hold_count().await.unwrap(), 2);
+    w2.unlock().await.unwrap();
+    assert!(listener.next(QUIET).await.is_none());
+    w1.unlock().await.unwrap();
+    assert_eq!(listener.next(WAIT).await.as_deref(), Some("1"));
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            raw.keys::<_, Vec<String>>("*").await.unwrap().is_empty()
+        })
+        .await,
+        "keys left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hash_tagged_names_keep_the_slot() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "{user1}:rw";
+    let mut listener = Listener::start(&server, "redisson_rwlock:{user1}:rw").await;
+    let read = client.get_read_write_lock(name).read_lock();
+    let g = read.lock().await.unwrap();
+    let f = field(&client, g.owner());
+    assert_eq!(
+        timeout_keys(&mut raw).await,
+        vec![format!("{{user1}}:rw:{f}:rwlock_timeout:1")]
+    );
+    g.unlock().await.unwrap();
+    assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_readers_hold_at_once() {
+    let server = TestServer::start();
+    let clients = [server.client().await, server.client().await];
+    let name = "rw:many";
+    const PER_CLIENT: usize = 4;
+    let all = Arc::new(Barrier::new(2 * PER_CLIENT + 1));
+    let done = Arc::new(Barrier::new(2 * PER_CLIENT + 1));
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..PER_CLIENT {
+            let read = client.get_read_write_lock(name).read_lock();
+            let (all, done) = (all.clone(), done.clone());
+            tasks.push(tokio::spawn(async move {
+                let g = read.lock().await.unwrap();
+                all.wait().await;
+                done.wait().await;
+                g.unlock().await.unwrap();
+            }));
+        }
+    }
+    tokio::time::timeout(WAIT, all.wait())
+        .await
+        .expect("readers did not all get in");
+    let mut raw = server.conn().await;
+    let h = hash(&mut raw, name).await;
+    assert_eq!(h.len(), 2 * PER_CLIENT + 1, "{h:?}");
+    assert_eq!(h.get("mode").map(String::as_str), Some("read"));
+    assert_eq!(timeout_keys(&mut raw).await.len(), 2 * PER_CLIENT);
+    let write = clients[0].get_read_write_lock(name).write_lock();
+    assert!(write.try_lock().await.unwrap().is_none());
+    done.wait().await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    write
+        .try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_excludes_readers_and_writers() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    let name = "rw:exclusive";
+    let rw = client.get_read_write_lock(name);
+    let rw2 = other.get_read_write_lock(name);
+    let (a, b) = (LockOwner::new(1), LockOwner::new(2));
+
+    let w = rw.write_lock().with_owner(a).lock().await.unwrap();
+    assert!(rw.write_lock().is_locked().await.unwrap());
+    assert!(!rw.read_lock().is_locked().await.unwrap());
+    for lock in [
+        rw.write_lock().with_owner(b),
+        rw2.write_lock().with_owner(a),
+    ] {
+        assert!(lock.try_lock().await.unwrap().is_none());
+    }
+    for lock in [rw.read_lock().with_owner(b), rw2.read_lock().with_owner(a)] {
+        assert!(lock
+            .try_lock_for(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none());
+    }
+    w.unlock().await.unwrap();
+
+    // A reader excludes writers, including its own owner's (no upgrade, as in Redisson).
+    let r = rw.read_lock().with_owner(a).lock().await.unwrap();
+    assert!(rw.read_lock().is_locked().await.unwrap());
+    assert!(!rw.write_lock().is_locked().await.unwrap());
+    for lock in [
+        rw.write_lock().with_owner(a),
+        rw.write_lock().with_owner(b),
+        rw2.write_lock().with_owner(a),
+    ] {
+        assert!(lock.try_lock().await.unwrap().is_none());
+    }
+    // A waiting writer gets in once the reader leaves.
+    let wl = rw2.write_lock();
+    let waiter = tokio::spawn(async move { wl.lock().await.unwrap().unlock().await.unwrap() });
+    tokio::time::sleep(QUIET).await;
+    assert!(!waiter.is_finished());
+    r.unlock().await.unwrap();
+    tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("writer not woken by the read release")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_may_also_read_and_its_release_switches_the_mode_to_read() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:downgrade";
+    let mut listener = Listener::start(&server, &channel(name)).await;
+    let rw = client.get_read_write_lock(name);
+    let (a, b) = (LockOwner::new(1), LockOwner::new(2));
+    let fa = field(&client, a);
+    let fw = format!("{fa}:write");
+
+    let w = rw.write_lock().with_owner(a).lock().await.unwrap();
+    let r = rw.read_lock().with_owner(a).lock().await.unwrap();
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "write"), (&fw, "1"), (&fa, "1")])
+    );
+    assert!(rw.read_lock().is_locked().await.unwrap());
+    assert!(rw.write_lock().is_locked().await.unwrap());
+    assert!(rw
+        .read_lock()
+        .with_owner(b)
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+
+    // The write release keeps the owner's read hold: mode `read`, and no message.
+    w.unlock().await.unwrap();
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "read"), (&fa, "1")])
+    );
+    assert!(listener.next(QUIET).await.is_none());
+    let rb = rw
+        .read_lock()
+        .with_owner(b)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("readers share once the writer left");
+    rb.unlock().await.unwrap();
+    r.unlock().await.unwrap();
+    assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+
+    // Releasing the read first keeps the write: mode stays `write`, nothing published.
+    let w = rw.write_lock().with_owner(a).lock().await.unwrap();
+    let r = rw.read_lock().with_owner(a).lock().await.unwrap();
+    r.unlock().await.unwrap();
+    assert_eq!(
+        hash(&mut raw, name).await,
+        map(&[("mode", "write"), (&fw, "1")])
+    );
+    assert!(listener.next(QUIET).await.is_none());
+    w.unlock().await.unwrap();
+    assert_eq!(listener.next(WAIT).await.as_deref(), Some("1"));
+}
+
+/// Readers parked behind a writer in several clients and tasks all get in on the one `1` the
+/// write release publishes. The write lease is 60 s, so nothing else can wake them this soon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_release_wakes_every_waiting_reader() {
+    let server = TestServer::start();
+    let writer_client = server.client().await;
+    let clients = [
+        writer_client.clone(),
+        server.client().await,
+        server.client().await,
+    ];
+    let mut raw = server.conn().await;
+    let name = "rw:wakeall";
+    let w = writer_client
+        .get_read_write_lock(name)
+        .write_lock()
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    const PER_CLIENT: usize = 2;
+    let readers = clients.len() * PER_CLIENT;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let release = Arc::new(Barrier::new(readers + 1));
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..PER_CLIENT {
+            let read = client.get_read_write_lock(name).read_lock();
+            let (tx, release) = (tx.clone(), release.clone());
+            tasks.push(tokio::spawn(async move {
+                let g = read.lock().await.unwrap();
+                tx.send(()).unwrap();
+                release.wait().await;
+                g.unlock().await.unwrap();
+            }));
+        }
+    }
+    let subscribed = eventually(WAIT, || async {
+        let mut raw = server.conn().await;
+        numsub(&mut raw, &channel(name)).await == clients.len() as i64
+    })
+    .await;
+    assert!(subscribed, "every client subscribes once");
+    tokio::time::sleep(QUIET).await;
+    assert!(rx.try_recv().is_err(), "a reader got in under the writer");
+
+    w.unlock().await.unwrap();
+    for i in 0..readers {
+        tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("only {i} of {readers} readers woken"))
+            .unwrap();
+    }
+    let h = hash(&mut raw, name).await;
+    assert_eq!(h.get("mode").map(String::as_str), Some("read"));
+    assert_eq!(h.len(), readers + 1, "{h:?}");
+    release.wait().await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_readers_lease_expiry_does_not_free_the_others() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:lease";
+    let rw = client.get_read_write_lock(name);
+    let (a, b, c) = (LockOwner::new(1), LockOwner::new(2), LockOwner::new(3));
+    let fa = field(&client, a);
+
+    let ra = rw
+        .read_lock()
+        .with_owner(a)
+        .lock_with_lease(Duration::from_millis(800))
+        .await
+        .unwrap();
+    let rb = rw
+        .read_lock()
+        .with_owner(b)
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let ka = timeout_key(name, &fa, 1);
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            !raw.exists::<_, bool>(&ka).await.unwrap()
+        })
+        .await,
+        "reader a's timeout key never expired"
+    );
+    assert!(ra.is_lost());
+    // b still holds: the hash is there, writers stay out.
+    assert!(raw.exists::<_, bool>(name).await.unwrap());
+    assert!(rw
+        .read_lock()
+        .with_owner(b)
+        .is_held_by_current()
+        .await
+        .unwrap());
+    let write = rw.write_lock().with_owner(c);
+    assert!(write.try_lock().await.unwrap().is_none());
+
+    // A longer reader comes and goes: the hash TTL shrinks back to b's remaining lease, and
+    // a's expired hold does not count.
+    let rc = rw
+        .read_lock()
+        .with_owner(c)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(pttl(&mut raw, name).await > 50_000);
+    rc.unlock().await.unwrap();
+    let t = pttl(&mut raw, name).await;
+    assert!(t > 0 && t <= 20_000, "hash pttl {t}");
+
+    // When b leaves, only a's dead field is left: the lock is free.
+    rb.unlock().await.unwrap();
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    write
+        .try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    drop(ra);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renews_read_holds_and_their_timeout_keys() {
+    let server = TestServer::start();
+    let lease = Duration::from_millis(1500);
+    let client = server.client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let mut raw = server.conn().await;
+    let name = "rw:watchdog";
+    let read = client.get_read_write_lock(name).read_lock();
+    let g1 = read.lock().await.unwrap();
+    let g2 = read.lock().await.unwrap();
+    let f = field(&client, g1.owner());
+    let keys = [timeout_key(name, &f, 1), timeout_key(name, &f, 2)];
+    for k in &keys {
+        let t = pttl(&mut raw, k).await;
+        assert!(t > 0 && t <= 1500, "{k}: {t}");
+    }
+    // Three leases later every key of the hold is still there.
+    tokio::time::sleep(lease * 3).await;
+    for k in keys.iter().map(String::as_str).chain([name]) {
+        assert!(
+            pttl(&mut raw, k).await > 0,
+            "{k} expired under the watchdog"
+        );
+    }
+    assert!(!g1.is_lost() && !g2.is_lost());
+    g2.unlock().await.unwrap();
+    g1.unlock().await.unwrap();
+    assert!(timeout_keys(&mut raw).await.is_empty());
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    assert_eq!(client.stats().watched_holds, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_and_cancelled_waits_leave_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let rw = client.get_read_write_lock("rw:bad");
+    let e = rw
+        .read_lock()
+        .lock_with_lease(Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    let e = rw
+        .write_lock()
+        .try_lock_with_lease(WAIT, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+
+    let _: () = raw.set("rw:bad", "not a lock").await.unwrap();
+    assert!(rw.read_lock().lock().await.unwrap_err().is_wrong_type());
+    assert!(rw
+        .write_lock()
+        .try_lock()
+        .await
+        .unwrap_err()
+        .is_wrong_type());
+    assert!(rw
+        .read_lock()
+        .is_locked()
+        .await
+        .unwrap_err()
+        .is_wrong_type());
+    let v: String = raw.get("rw:bad").await.unwrap();
+    assert_eq!(v, "not a lock");
+    let _: () = raw.del("rw:bad").await.unwrap();
+
+    // lock() futures dropped while waiting behind a writer (another client) take nothing.
+    let name = "rw:cancel";
+    let w = server
+        .client()
+        .await
+        .get_read_write_lock(name)
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
+    let before = hash(&mut raw, name).await;
+    let rw = client.get_read_write_lock(name);
+    let r = tokio::time::timeout(QUIET, rw.read_lock().lock()).await;
+    assert!(r.is_err());
+    let r = tokio::time::timeout(QUIET, rw.write_lock().lock()).await;
+    assert!(r.is_err());
+    assert_eq!(hash(&mut raw, name).await, before);
+    assert!(timeout_keys(&mut raw).await.is_empty());
+    w.unlock().await.unwrap();
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+    assert!(
+        eventually(WAIT, || async {
+            let s = client.stats();
+            s.tracked_holds == 0 && s.subscribed_channels == 0
+        })
+        .await,
+        "{:?}",
+        client.stats()
+    );
+}
+
+/// A reader that leaves while others still read holds nothing afterwards, and the client
+/// knows it: no bookkeeping is kept for it, and a later acquire that is cancelled in flight is
+/// undone completely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reader_leaving_while_others_read_holds_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:leave";
+    let rw = client.get_read_write_lock(name);
+    let (a, b) = (LockOwner::new(1), LockOwner::new(2));
+    let rb = rw.read_lock().with_owner(b).lock().await.unwrap();
+    let read_a = rw.read_lock().with_owner(a);
+    read_a.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(read_a.hold_count().await.unwrap(), 0);
+    assert_eq!(client.stats().tracked_holds, 1, "{:?}", client.stats());
+
+    // The server stops running writes: a's acquire script is in flight when it is dropped,
+    // then runs. The client must take that hold back.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(QUIET, read_a.lock()).await;
+    assert!(r.is_err());
+    // Writes run again once the pause is over (a's acquire script first).
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            raw.set::<_, _, ()>("rw:after-pause", 1).await.is_ok()
+        })
+        .await
+    );
+    let fa = field(&client, a);
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            !hash(&mut raw, name).await.contains_key(&fa)
+        })
+        .await,
+        "cancelled read acquire left a hold: {:?}",
+        hash(&mut raw, name).await
+    );
+    assert!(timeout_keys(&mut raw)
+        .await
+        .iter()
+        .all(|k| !k.contains(&fa)));
+    assert_eq!(read_a.hold_count().await.unwrap(), 0);
+    rb.unlock().await.unwrap();
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+}
+
+/// One reader's watchdog renewal must not cut another reader's longer lease short: if the
+/// renewing client then dies, the lock must stay read-locked until the other lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_renewal_never_shortens_another_readers_lease() {
+    let server = TestServer::start();
+    let short = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_millis(900)))
+        .await;
+    let other = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:renew-max";
+    let rb = other
+        .get_read_write_lock(name)
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let ra = short
+        .get_read_write_lock(name)
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let fa = field(&short, ra.owner());
+    // Three of a's leases later its hold has been renewed (its timeout key still exists)...
+    tokio::time::sleep(Duration::from_millis(2700)).await;
+    assert!(pttl(&mut raw, &timeout_key(name, &fa, 1)).await > 0);
+    // ... and the hash still lives as long as b's lease.
+    let t = pttl(&mut raw, name).await;
+    assert!(t > 15_000, "hash pttl {t}: b's 20 s lease was cut short");
+
+    // a's process dies: nothing is released, nothing renewed any more.
+    ra.detach();
+    drop(short);
+    let writer = server.client().await;
+    let w = writer
+        .get_read_write_lock(name)
+        .write_lock()
+        .try_lock_for(Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert!(w.is_none(), "a writer got in while b's read lease runs");
+    assert!(!rb.is_lost());
+    rb.unlock().await.unwrap();
+}
+
+/// The same for a cancelled read re-entry: taking the extra hold back keeps the hash alive as
+/// long as the longest remaining read lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undoing_a_cancelled_read_reentry_keeps_other_leases() {
+    let server = TestServer::start();
+    let short = server
+        .client_with(|c| c.with_watchdog_timeout(Duration::from_millis(900)))
+        .await;
+    let other = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "rw:trim-max";
+    let rb = other
+        .get_read_write_lock(name)
+        .read_lock()
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let read_a = short.get_read_write_lock(name).read_lock();
+    let ra = read_a.lock().await.unwrap();
+    let fa = field(&short, ra.owner());
+
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(QUIET, read_a.lock()).await;
+    assert!(r.is_err());
+    // After the pause the re-entry runs (count 2), then is taken back (count 1).
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            raw.set::<_, _, ()>("rw:after-pause", 1).await.is_ok()
+        })
+        .await
+    );
+    assert!(
+        eventually(WAIT, || async {
+            let mut raw = server.conn().await;
+            hash(&mut raw, name).await.get(&fa).map(String::as_str) == Some("1")
+                && !raw
+                    .exists::<_, bool>(timeout_key(name, &fa, 2))
+                    .await
+                    .unwrap()
+        })
+        .await,
+        "{:?}",
+        hash(&mut raw, name).await
+    );
+    let t = pttl(&mut raw, name).await;
+    assert!(t > 15_000, "hash pttl {t}: b's 20 s lease was cut short");
+    ra.unlock().await.unwrap();
+    rb.unlock().await.unwrap();
+    assert!(!raw.exists::<_, bool>(name).await.unwrap());
+}
