@@ -14,8 +14,11 @@ use crate::scripts::{self, FairKeys, Layout};
 /// default 5 minutes as in Redisson) is dropped from the queue, so a dead waiter cannot block it
 /// forever. A wait that times out or is cancelled leaves the queue.
 ///
-/// Unlike Redisson, a queued waiter whose turn has not come while the lock is free sleeps until
-/// the head's deadline (woken earlier by a message), instead of retrying in a 0 ms loop.
+/// Unlike Redisson, a queued waiter whose turn has not come sleeps at most until the head's
+/// deadline (or the holder's lease, whichever is first; woken earlier by a message): it never
+/// retries in a 0 ms loop while the lock is free, and it comes back in time to skip a dead head
+/// even when the release message went to that dead head. A hold that a cancelled acquire took
+/// is handed back with a wake-up on the queue head's channel, as an unlock does.
 ///
 /// # Redisson compatibility
 ///

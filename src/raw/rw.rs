@@ -12,6 +12,10 @@ use crate::scripts::{self, Layout};
 /// (downgrade); a reader may not upgrade to write while other readers hold (as in Redisson, that
 /// waits). Each read hold has its own timeout key, so a dead reader's hold expires on its own.
 ///
+/// Unlike Redisson, renewing (or undoing) one reader's holds never shortens the hash's TTL:
+/// Redisson's renewal sets it to the renewer's lease, which can end another reader's longer
+/// lease early and let a writer in once the renewer dies.
+///
 /// # Redisson compatibility
 ///
 /// * Hash `<name>`: `mode` -> `read`, field `<uuid>:<id>` -> read hold count.
