@@ -923,13 +923,27 @@ impl<K: LockKind> Lock<K> {
         let lock = self.clone();
         rt.spawn(async move {
             let config = lock.client().config().clone();
-            for attempt in 0..config.retry_attempts() {
+            // Retry while the unknown hold may still be alive in Redis: for its lease. Past
+            // that, an owner left with no hold has nothing renewing it, so it has expired and
+            // the slot can go (before, a slot dirtied during an outage longer than the retries
+            // stayed in the client's map for good).
+            let give_up = Instant::now() + Duration::from_millis(lease_ms);
+            let mut attempt = 0;
+            loop {
                 let mut gate = slot.gate().await;
                 match lock.settle(&slot, &mut gate, lease_ms).await {
                     Ok(()) => break,
                     Err(e) if e.is_connection_error() => {
+                        if Instant::now() >= give_up {
+                            if gate.count == 0 {
+                                gate.dirty = false;
+                            }
+                            tracing::debug!(lock = %lock.name(), error = %e, "unknown hold not settled; its lease has run out");
+                            break;
+                        }
                         drop(gate);
                         tokio::time::sleep(config.backoff(attempt)).await;
+                        attempt = attempt.saturating_add(1);
                     }
                     Err(e) => {
                         tracing::warn!(lock = %lock.name(), error = %e, "can't settle an unknown hold");

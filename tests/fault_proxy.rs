@@ -401,3 +401,59 @@ async fn acquires_cancelled_under_delay_leave_nothing_behind() {
     assert!(g.is_some());
     g.unwrap().unlock().await.unwrap();
 }
+
+/// Inside the model: every connection of a client is reset (and reconnects refused) for a
+/// moment, shorter than the lease, while it holds a watchdog lock and one of its tasks waits.
+/// The client reconnects on its own: the hold is renewed through the new connection and never
+/// reported lost, the waiter does not get the lock early, and gets it when it is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let lease = Duration::from_secs(4);
+    let client = Client::with_config(
+        Config::new(proxy.url())
+            .with_watchdog_timeout(lease)
+            .with_response_timeout(Duration::from_millis(500))
+            .with_connection_timeout(Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    let name = "fault:reset";
+    let owner = LockOwner::new(1);
+    let guard = client
+        .get_lock(name)
+        .with_owner(owner)
+        .lock()
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = client.get_lock(name).with_owner(LockOwner::new(2));
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
+    };
+    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
+    let accepted = proxy.accepted();
+
+    proxy.set(Mode::Reset);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.set(Mode::Pass);
+    // Reconnected, and renewed through the new connection for two more leases.
+    assert!(eventually(BOUND, || async { proxy.accepted() >= accepted + 2 }).await);
+    tokio::time::sleep(lease * 2).await;
+    assert!(!guard.is_lost(), "a short reset lost the hold");
+    assert_eq!(hget(&server, name, &field(&client, owner)).await, 1);
+    let mut raw = server.conn().await;
+    let pttl: i64 = raw.pttl(name).await.unwrap();
+    assert!(pttl > 0, "pttl {pttl}");
+    assert!(!waiter.is_finished(), "the waiter got a held lock");
+
+    guard.unlock().await.unwrap();
+    let g = tokio::time::timeout(BOUND, waiter)
+        .await
+        .expect("waiter not woken after the release")
+        .unwrap()
+        .unwrap()
+        .expect("waiter ran out of time");
+    g.unlock().await.unwrap();
+    assert!(!exists(&server, name).await);
+}

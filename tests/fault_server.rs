@@ -253,3 +253,52 @@ async fn stalled_replica_is_reported_by_wait_and_no_hold_is_left() {
     g.unlock().await.unwrap();
     let _: () = raw.set("fault:replica:done", 1).await.unwrap();
 }
+
+/// A release sent while the server is stalled: the caller gets a timeout (not a hang), the
+/// release is completed in the background once the server is back (or the hold expires with its
+/// lease, never renewed meanwhile), and a waiter of another client then gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_during_a_server_stall_completes_after_it() {
+    let server = TestServer::start();
+    let lease = Duration::from_secs(6);
+    let client = Client::with_config(
+        Config::new(server.url())
+            .with_watchdog_timeout(lease)
+            .with_response_timeout(Duration::from_millis(300))
+            .with_connection_timeout(Duration::from_millis(300))
+            .with_retry_attempts(2),
+    )
+    .await
+    .unwrap();
+    let other = server.client().await;
+    let name = "fault:release-stall";
+    let guard = client.get_lock(name).lock().await.unwrap();
+    let waiter = {
+        let lock = other.get_lock(name);
+        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
+    };
+    assert!(eventually(BOUND, || async { other.stats().subscribed_channels == 1 }).await);
+
+    server.pause();
+    let started = std::time::Instant::now();
+    let r = guard.unlock().await;
+    assert!(started.elapsed() < BOUND, "unlock hung on a stopped server");
+    if let Err(e) = &r {
+        assert!(e.is_connection_error(), "{e}");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.resume();
+    let g = tokio::time::timeout(BOUND, waiter)
+        .await
+        .expect("the waiter never got the lock")
+        .unwrap()
+        .unwrap()
+        .expect("waiter ran out of time");
+    g.unlock().await.unwrap();
+    assert!(
+        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        client.stats()
+    );
+    assert!(!exists(&server, name).await);
+}
