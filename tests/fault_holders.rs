@@ -177,6 +177,11 @@ async fn paused_holder_past_its_lease_is_caught_and_fenced() {
         stale_hold.lost,
         "the resumed holder was not told: {report:?}"
     );
+    // ...by its guard, before it released (its validity ran out during the pause)...
+    assert!(
+        stale_hold.guard_lost,
+        "is_lost() was false on resume: {report:?}"
+    );
     assert!(!fresh_hold.lost);
     assert!(report.unexplained_overlaps().is_empty());
     // ...the unsafe counter lost an update...

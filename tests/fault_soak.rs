@@ -3,7 +3,9 @@
 //!
 //! * Default (CI): a short run, a few seconds with 3 holders, so the soak itself is exercised.
 //! * `SOAK=1 cargo test --test fault_soak -- --nocapture`: 90 s with 6 holders. Tune with
-//!   `SOAK_SECS`, `SOAK_HOLDERS`; replay a run with `SOAK_SEED` (printed at the start).
+//!   `SOAK_SECS`, `SOAK_HOLDERS`; replay a run with `SOAK_SEED` (printed at the start);
+//!   `SOAK_KIND=rlock|fair` soaks another lock kind (no fencing token: the fencing check is then
+//!   vacuous, the others hold).
 //!
 //! The lock server gets the faults; the counter and the fenced resource live on a second server
 //! that is never faulted (a restart would reset the token counter and the resource together, so
@@ -60,7 +62,12 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
     let secs = env_u64("SOAK_SECS").unwrap_or(if long { 90 } else { 8 });
     let n = env_u64("SOAK_HOLDERS").unwrap_or(if long { 6 } else { 3 }) as usize;
     let seed = env_u64("SOAK_SEED").unwrap_or(0x5eed_0005);
-    eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}");
+    let kind: &'static str = match std::env::var("SOAK_KIND").as_deref() {
+        Ok("rlock") => "rlock",
+        Ok("fair") => "fair",
+        _ => "fenced",
+    };
+    eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}, SOAK_KIND={kind}");
     let mut rng = StdRng::seed_from_u64(seed);
 
     let server = TestServer::start();
@@ -77,6 +84,8 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
         s.rmw_ms = 2;
         s.max_secs = secs + 60;
         s.stop_file = Some(stop_file.clone());
+        s.kind = kind;
+        s.fair_wait_ms = 1500;
         s
     };
     let mut next_id = 0;

@@ -254,6 +254,8 @@ pub struct Hold {
     pub fenced: Option<bool>,
     /// The guard reported the hold lost before the release, or the release said so.
     pub lost: bool,
+    /// The guard itself said lost (`is_lost()`) just before the release.
+    pub guard_lost: bool,
 }
 
 impl Hold {
@@ -347,6 +349,7 @@ pub async fn check(
                         incremented: false,
                         fenced: None,
                         lost: false,
+                        guard_lost: false,
                     });
                 }
                 "released" => {
@@ -364,6 +367,7 @@ pub async fn check(
                             _ => None,
                         },
                         lost: e.get("lost") == Some("1") || e.get("unlock") == Some("lost"),
+                        guard_lost: e.get("lost") == Some("1"),
                     });
                 }
                 "error" => report.errors.push(e),
