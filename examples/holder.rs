@@ -18,15 +18,18 @@
 //!   GET and SET (default 5); `--gap-ms` sleep between holds (default 0)
 //! * `--lease-ms` fixed lease (default 0: watchdog); `--watchdog-ms` watchdog lease (default
 //!   30000); `--response-ms` reply timeout (default 3000)
-//! * `--kind` `fenced` (default, writes carry the fencing token), `rlock` or `fair`; the last two
-//!   skip the fenced write; `--fair-wait-ms` the fair lock's wait timeout for queued waiters
+//! * `--kind` `fenced` (default, writes carry the fencing token), `rlock`, `fair`, or the two
+//!   sides of a read-write lock, `write` and `read`; all but `fenced` skip the fenced write. A
+//!   `read` holder does not write: it reads the counter twice, `--rmw-ms` apart, and records
+//!   whether the value held still (`stable=1|0`: a writer inside a read hold changes it); `--fair-wait-ms` the fair lock's wait timeout for queued waiters
 //!   (default 5000)
 //! * `--max-secs` the process exits by itself after this long (default 60)
 //! * `--stop-file` stop before the next hold once this file exists
 //!
 //! History lines (`key=value`, one per event, written with one `write` each):
-//! * `acquired pid= lock= start= token=`
-//! * `released pid= lock= start= end= token= read= fenced=1|0 lost=0|1 unlock=ok|lost|error`
+//! * `acquired pid= lock= start= token= mode=write|read`
+//! * `released pid= lock= start= end= token= read= mode=write|read stable=1|0|- fenced=1|0|-
+//!   lost=0|1 unlock=ok|lost|error`
 //! * `read pid= lock= value=` (the counter was read; the write follows after `--rmw-ms`)
 //! * `started pid= lock=`, `error pid= op= msg=` and `done pid= holds=`
 use std::collections::HashMap;
@@ -166,6 +169,7 @@ async fn main() {
         log_key,
         fenced,
         fair: a.get("kind").is_some_and(|k| k == "fair"),
+        reader: a.get("kind").is_some_and(|k| k == "read"),
     };
     h.line("started", &[("lock", name.clone())]);
     let holds = match a.get("kind").map(String::as_str).unwrap_or("fenced") {
@@ -182,7 +186,15 @@ async fn main() {
             let lock = client.get_fair_lock(name.clone());
             run.holds(&mut h, &mut store, lock, |_| None).await
         }
-        other => panic!("--kind {other}: expected fenced, rlock or fair"),
+        "write" => {
+            let lock = client.get_read_write_lock(name.clone()).write_lock();
+            run.holds(&mut h, &mut store, lock, |_| None).await
+        }
+        "read" => {
+            let lock = client.get_read_write_lock(name.clone()).read_lock();
+            run.holds(&mut h, &mut store, lock, |_| None).await
+        }
+        other => panic!("--kind {other}: expected fenced, rlock, fair, write or read"),
     };
     h.line("done", &[("holds", holds.to_string())]);
 }
@@ -202,6 +214,7 @@ struct Run {
     log_key: String,
     fenced: redis::Script,
     fair: bool,
+    reader: bool,
 }
 
 impl Run {
@@ -228,6 +241,7 @@ impl Run {
             log_key,
             fenced,
             fair,
+            reader,
         } = self;
         let (iterations, forever, hold, rmw, gap, lease, deadline) =
             (*iterations, *forever, *hold, *rmw, *gap, *lease, *deadline);
@@ -272,6 +286,7 @@ impl Run {
                     ("lock", name.clone()),
                     ("start", start.to_string()),
                     ("token", token.unwrap_or(0).to_string()),
+                    ("mode", if *reader { "read" } else { "write" }.to_owned()),
                 ],
             );
             if forever {
@@ -281,12 +296,19 @@ impl Run {
             }
             tokio::time::sleep(hold).await;
             // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
+            // A reader reads twice instead, and must see the same value.
+            let mut stable = "-".to_owned();
             let rmw_result: redis::RedisResult<i64> = async {
                 let v: Option<i64> = store.get(counter_key).await?;
                 let v = v.unwrap_or(0);
                 h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
                 tokio::time::sleep(rmw).await;
-                let () = store.set(counter_key, v + 1).await?;
+                if *reader {
+                    let again: Option<i64> = store.get(counter_key).await?;
+                    stable = u8::from(again.unwrap_or(0) == v).to_string();
+                } else {
+                    let () = store.set(counter_key, v + 1).await?;
+                }
                 Ok(v)
             }
             .await;
@@ -336,6 +358,8 @@ impl Run {
                     ("end", end.to_string()),
                     ("token", token.unwrap_or(0).to_string()),
                     ("read", read),
+                    ("mode", if *reader { "read" } else { "write" }.to_owned()),
+                    ("stable", stable),
                     ("fenced", accepted),
                     ("lost", u8::from(lost).to_string()),
                     ("unlock", unlock),

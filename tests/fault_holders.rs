@@ -270,3 +270,43 @@ async fn killed_fair_waiter_is_evicted_and_the_queue_moves_on() {
         .await
     );
 }
+
+/// T8 for a read-write lock: a reader process is SIGSTOPped between its two reads, past its
+/// lease. A writer process takes the write lock and writes. The checker reports the overlap and
+/// the reader's unstable read; the resumed reader's guard says it lost its hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_reader_past_its_lease_lets_a_writer_in_and_is_told() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:rw-sigstop";
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.kind = "read";
+    spec.iterations = 1;
+    spec.watchdog_ms = 1500;
+    spec.rmw_ms = 1000;
+    let mut reader = Holder::spawn(&spec, history_path(dir.path(), 0));
+    assert!(reader.wait_for("read", 1, BOUND).await);
+    reader.pause();
+
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.kind = "write";
+    spec.iterations = 1;
+    let mut writer = Holder::spawn(&spec, history_path(dir.path(), 1));
+    assert!(writer.wait(BOUND).await, "the writer never got in");
+    reader.resume();
+    assert!(reader.wait(BOUND).await, "reader failed");
+
+    let paths = vec![reader.history.clone(), writer.history.clone()];
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    assert_eq!(report.holds.len(), 2, "{report:?}");
+    assert_eq!(report.overlaps.len(), 1, "{report:?}");
+    let r = report.holds.iter().find(|h| h.read).unwrap();
+    assert!(
+        r.unstable,
+        "the stale read did not see the write: {report:?}"
+    );
+    assert!(r.guard_lost, "is_lost() was false on resume: {report:?}");
+    assert!(report.unexplained_overlaps().is_empty());
+    assert_eq!((report.increments, report.counter), (1, 1));
+}

@@ -4,8 +4,8 @@
 //! * Default (CI): a short run, a few seconds with 3 holders, so the soak itself is exercised.
 //! * `SOAK=1 cargo test --test fault_soak -- --nocapture`: 90 s with 6 holders. Tune with
 //!   `SOAK_SECS`, `SOAK_HOLDERS`; replay a run with `SOAK_SEED` (printed at the start);
-//!   `SOAK_KIND=rlock|fair` soaks another lock kind (no fencing token: the fencing check is then
-//!   vacuous, the others hold).
+//!   `SOAK_KIND=rlock|fair|rw` soaks another lock kind (no fencing token: the fencing check is
+//!   then vacuous, the others hold; `rw` alternates writers and readers of a read-write lock).
 //!
 //! The lock server gets the faults; the counter and the fenced resource live on a second server
 //! that is never faulted (a restart would reset the token counter and the resource together, so
@@ -65,6 +65,7 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
     let kind: &'static str = match std::env::var("SOAK_KIND").as_deref() {
         Ok("rlock") => "rlock",
         Ok("fair") => "fair",
+        Ok("rw") => "rw",
         _ => "fenced",
     };
     eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}, SOAK_KIND={kind}");
@@ -93,6 +94,10 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
         let mut s = spec.clone();
         s.gap_ms = gap;
         next_id += 1;
+        if kind == "rw" {
+            // Writers and readers of one read-write lock, alternately.
+            s.kind = if next_id % 2 == 1 { "write" } else { "read" };
+        }
         Holder::spawn(&s, history_path(dir.path(), next_id))
     };
     let mut live: Vec<Holder> = (0..n).map(|i| spawn(i as u64 * 3)).collect();
@@ -166,7 +171,7 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
         .count();
     eprintln!(
         "soak: faults {faults:?}; holds {}, lost {}, overlaps {}, increments {}, counter {}, \
-         fenced accepted {} rejected {}, holder errors {} (unlock {unlock_errors})",
+         fenced accepted {} rejected {}, unstable reads {}, holder errors {} (unlock {unlock_errors})",
         report.holds.len(),
         report.lost_holds(),
         report.overlaps.len(),
@@ -174,6 +179,7 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
         report.counter,
         report.fenced_log.len(),
         report.fenced_rejected,
+        report.unstable_reads,
         report.errors.len(),
     );
 
@@ -183,11 +189,23 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
         report.fencing_errors
     );
     let unexplained = report.unexplained_overlaps();
+    if !unexplained.is_empty() {
+        let kept = dir.keep();
+        eprintln!(
+            "soak: histories kept in {} for inspection; holder errors: {:#?}",
+            kept.display(),
+            report.errors
+        );
+    }
     assert!(
         unexplained.is_empty(),
         "seed {seed}: overlapping holds neither of which was reported lost: {unexplained:#?}"
     );
     if report.lost_holds() == 0 {
+        assert_eq!(
+            report.unstable_reads, 0,
+            "seed {seed}: a read hold saw a write without any lost hold"
+        );
         let extra = report.counter - report.increments as i64;
         assert!(
             (0..=i64::from(faults.kill9)).contains(&extra),

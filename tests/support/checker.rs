@@ -3,7 +3,9 @@
 //! The checker reads every holder's history file and checks, per lock name:
 //! * **mutual exclusion**: hold intervals `[acquired, release invoked]` (CLOCK_MONOTONIC ns,
 //!   comparable across processes) never overlap pairwise;
-//! * **no lost update**: the unsafe counter equals the number of read-modify-writes done;
+//!   (for a read-write lock: a write hold overlaps nothing, read holds may share);
+//! * **no lost update**: the unsafe counter equals the number of read-modify-writes done, and
+//!   no read hold saw the counter change under it;
 //! * **fencing**: the fenced resource's log of accepted writes has non-decreasing tokens, each
 //!   token from one writer only, and every write the resource rejected carried a token lower
 //!   than one it had already accepted.
@@ -161,13 +163,13 @@ impl Holder {
         self.signal("CONT");
     }
 
-    /// SIGKILL and reap; returns the CLOCK_MONOTONIC time the kill was sent.
+    /// SIGKILL and reap; returns the CLOCK_MONOTONIC time by which the process was surely dead
+    /// (after it was reaped: until then it may still have acted).
     pub fn kill9(&mut self) -> u64 {
-        let at = mono_ns();
         self.signal("CONT");
         let _ = self.child.kill();
         let _ = self.child.wait();
-        at
+        mono_ns()
     }
 
     /// Waits for the process to exit on its own, at most `within`; whether it exited cleanly.
@@ -256,6 +258,10 @@ pub struct Hold {
     pub lost: bool,
     /// The guard itself said lost (`is_lost()`) just before the release.
     pub guard_lost: bool,
+    /// A read hold of a read-write lock (shared: may overlap other reads).
+    pub read: bool,
+    /// A read hold saw the counter change under it (a writer inside a read hold).
+    pub unstable: bool,
 }
 
 impl Hold {
@@ -278,6 +284,8 @@ pub struct Report {
     /// Fencing violations (must always be empty).
     pub fencing_errors: Vec<String>,
     pub errors: Vec<Event>,
+    /// Read holds that saw the counter change (a writer overlapped them).
+    pub unstable_reads: usize,
 }
 
 impl Report {
@@ -310,6 +318,7 @@ impl Report {
                 .map(|&(a, b)| (&self.holds[a], &self.holds[b]))
                 .collect::<Vec<_>>()
         );
+        assert_eq!(self.unstable_reads, 0, "{context}: a read saw a write");
         assert_eq!(
             self.counter, self.increments as i64,
             "{context}: lost update: counter {} after {} increments",
@@ -350,6 +359,8 @@ pub async fn check(
                         fenced: None,
                         lost: false,
                         guard_lost: false,
+                        read: e.get("mode") == Some("read"),
+                        unstable: false,
                     });
                 }
                 "released" => {
@@ -368,6 +379,8 @@ pub async fn check(
                         },
                         lost: e.get("lost") == Some("1") || e.get("unlock") == Some("lost"),
                         guard_lost: e.get("lost") == Some("1"),
+                        read: e.get("mode") == Some("read"),
+                        unstable: e.get("stable") == Some("0"),
                     });
                 }
                 "error" => report.errors.push(e),
@@ -389,10 +402,18 @@ pub async fn check(
             if report.holds[j].start >= end {
                 break;
             }
+            if report.holds[i].read && report.holds[j].read {
+                continue; // readers share
+            }
             report.overlaps.push((i, j));
         }
     }
-    report.increments = report.holds.iter().filter(|h| h.incremented).count() as u64;
+    report.increments = report
+        .holds
+        .iter()
+        .filter(|h| h.incremented && !h.read)
+        .count() as u64;
+    report.unstable_reads = report.holds.iter().filter(|h| h.unstable).count();
     let counter: Option<i64> = store.get(format!("{lock}:counter")).await.unwrap();
     report.counter = counter.unwrap_or(0);
     let log: Vec<String> = store
