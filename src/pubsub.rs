@@ -343,7 +343,6 @@ async fn run(
                 continue;
             }
         };
-        attempt = 0;
         let Some(sh) = shared.upgrade() else { return };
         sh.connections.send_modify(|n| *n += 1);
         // Everything live right now is (re)subscribed; queued names are covered by this pass.
@@ -357,10 +356,16 @@ async fn run(
             .collect();
         if !names.is_empty() {
             if let Err(e) = apply(&sh, &mut conn, &mut active, names, &config).await {
+                // Back off here too: a server that accepts connections but refuses the
+                // subscription (an ACL without channel access) must not be hammered.
                 tracing::debug!(error = %e, "resubscribe failed; reconnecting");
+                drop(sh);
+                tokio::time::sleep(config.backoff(attempt)).await;
+                attempt = attempt.saturating_add(1);
                 continue;
             }
         }
+        attempt = 0;
         // After a reconnect every waiter retries at once: a release may have been missed.
         wake_all(&sh);
         drop(sh);

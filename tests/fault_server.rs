@@ -302,3 +302,67 @@ async fn release_during_a_server_stall_completes_after_it() {
     );
     assert!(!exists(&server, name).await);
 }
+
+async fn connections_received(server: &TestServer) -> u64 {
+    let mut c = server.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    role_info(&info, "total_connections_received")
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// A subscriber that can connect but may not subscribe (an ACL user without channel access, a
+/// common misconfiguration): the waiter fails after its subscription timeout, and meanwhile the
+/// subscriber retries with backoff, not by reconnecting in a tight loop against the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriber_denied_by_acl_backs_off_instead_of_spinning() {
+    let server = TestServer::start();
+    let mut raw = server.conn().await;
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nochannels")
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("+@all")
+        .arg("resetchannels")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let holder = server.client().await;
+    let name = "fault:acl";
+    let held = holder
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let client = Client::with_config(
+        Config::new(format!(
+            "redis://nochannels:secret@127.0.0.1:{}/",
+            server.port
+        ))
+        .with_subscription_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let before = connections_received(&server).await;
+    let r = client
+        .get_lock(name)
+        .try_lock_for(Duration::from_secs(3))
+        .await;
+    let during = connections_received(&server).await - before;
+    match r {
+        Ok(None) => {}
+        Err(e) => assert!(e.is_timeout(), "{e}"),
+        Ok(Some(_)) => panic!("acquired a held lock"),
+    }
+    assert!(
+        during <= 30,
+        "{during} connections in ~2 s: the subscriber reconnects in a tight loop"
+    );
+    held.unlock().await.unwrap();
+}
