@@ -8,8 +8,9 @@
 //!   then vacuous, the others hold; `rw` alternates writers and readers of a read-write lock).
 //!
 //! The lock server gets the faults; the counter and the fenced resource live on a second server
-//! that is never faulted (a restart would reset the token counter and the resource together, so
-//! server restarts are left to tests/fault_server.rs).
+//! that is never faulted. `SOAK_RESTARTS=1` adds restarts of the lock server (kill -9, restart
+//! empty): outside the model, they lose every hold and reset the fencing-token counter, so the
+//! resource then rejects writes until the new tokens pass the old maximum (safe, not live).
 //!
 //! What must hold, whatever the schedule:
 //! * no accepted stale fencing token, ever;
@@ -42,6 +43,7 @@ struct Faults {
     pubsub_kill: u32,
     normal_kill: u32,
     server_stop: u32,
+    server_restart: u32,
     none: u32,
 }
 
@@ -70,8 +72,9 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
     };
     eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}, SOAK_KIND={kind}");
     let mut rng = StdRng::seed_from_u64(seed);
+    let restarts = std::env::var("SOAK_RESTARTS").is_ok_and(|v| v == "1");
 
-    let server = TestServer::start();
+    let mut server = TestServer::start();
     let store = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let stop_file = dir.path().join("stop");
@@ -109,7 +112,7 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1200))).await;
         let victim = rng.random_range(0..live.len());
-        match rng.random_range(0..14u32) {
+        match rng.random_range(0..15u32) {
             0..=1 => {
                 let mut h = live.swap_remove(victim);
                 open_ends.insert(h.pid(), h.kill9());
@@ -138,6 +141,11 @@ async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
             8..=9 => {
                 client_kill(&server, "normal").await;
                 faults.normal_kill += 1;
+            }
+            12 if restarts => {
+                // Outside the model: the lock server forgets every lock (and the token counter).
+                server.restart();
+                faults.server_restart += 1;
             }
             10..=11 => {
                 server.pause();
