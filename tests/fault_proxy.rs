@@ -457,3 +457,88 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
     g.unlock().await.unwrap();
     assert!(!exists(&server, name).await);
 }
+
+/// SHA1 of lua/fair_lock.lua (pinned in src/scripts.rs).
+const FAIR_LOCK_SHA: &[u8] = b"16090d33dbb39384259d44e739846299b3c2fc4c";
+
+/// T16 for the fair lock: a queued waiter's winning acquire loses its reply. It is undone (the
+/// lock handed on, not kept twice), the waiter rides it out, both waiters get the lock in turn,
+/// never at the same time, and the queue ends empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiter_whose_winning_acquire_loses_its_reply_is_safe() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let direct = server.client().await;
+    let via_proxy = Client::with_config(
+        Config::new(proxy.url())
+            .with_response_timeout(Duration::from_secs(2))
+            .with_retry_attempts(4),
+    )
+    .await
+    .unwrap();
+    let name = "fault:fair-drop";
+    let lease = Duration::from_secs(30);
+    // Load the fair scripts into the cache first.
+    via_proxy
+        .get_fair_lock(name)
+        .lock_with_lease(lease)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let held = direct
+        .get_fair_lock(name)
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let inside = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let spawn_waiter = |client: Client| {
+        let inside = inside.clone();
+        tokio::spawn(async move {
+            let g = client
+                .get_fair_lock(name)
+                .try_lock_with_lease(BOUND, lease)
+                .await
+                .unwrap()
+                .expect("waiter ran out of time");
+            let n = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(n, 0, "two holders of a fair lock at once");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            g.unlock().await.unwrap();
+        })
+    };
+    let first = spawn_waiter(via_proxy.clone());
+    assert!(fair_queue_is(&server, name, 1).await);
+    let second = spawn_waiter(direct.clone());
+    assert!(fair_queue_is(&server, name, 2).await);
+
+    proxy.drop_reply_after(FAIR_LOCK_SHA);
+    held.unlock().await.unwrap();
+    tokio::time::timeout(BOUND, first).await.unwrap().unwrap();
+    tokio::time::timeout(BOUND, second).await.unwrap().unwrap();
+    assert_eq!(proxy.dropped_replies(), 1);
+    assert!(
+        fair_queue_is(&server, name, 0).await,
+        "the queue kept an entry"
+    );
+    assert!(!exists(&server, name).await);
+    assert!(
+        eventually(BOUND, || async { via_proxy.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        via_proxy.stats()
+    );
+}
+
+async fn fair_queue_is(server: &TestServer, name: &str, n: usize) -> bool {
+    eventually(BOUND, || async {
+        let mut c = server.conn().await;
+        let len: usize = c
+            .llen(format!("redisson_lock_queue:{{{name}}}"))
+            .await
+            .unwrap();
+        len == n
+    })
+    .await
+}
