@@ -1,15 +1,15 @@
 //! A fair lock serves waiters in arrival order, each woken on its own channel. Uses `REDIS_URL`,
 //! or a throwaway `redis-server` on a free port. Run: `cargo run --example fair_lock`.
-use std::process::Stdio;
+mod support;
+
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use redisson_lock::{Client, LockOwner};
-use tokio::process::Child;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (url, _server) = redis_url().await?;
+    let (url, _server) = support::redis_url().await?;
     let client = Client::connect(&url).await?;
     let lock = client.get_fair_lock("example:fair");
     let queue = "redisson_lock_queue:{example:fair}"; // the LIST Java's RFairLock uses too
@@ -34,26 +34,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.await??;
     }
     Ok(())
-}
-
-/// `REDIS_URL`, or a throwaway `redis-server` on a free port (killed when the child drops).
-async fn redis_url() -> Result<(String, Option<Child>), Box<dyn std::error::Error>> {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        return Ok((url, None));
-    }
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    let port = addr.port().to_string();
-    let args = ["--port", &port, "--bind", "127.0.0.1", "--save", ""];
-    let mut cmd = tokio::process::Command::new("redis-server");
-    cmd.args(args).stdout(Stdio::null()).kill_on_drop(true);
-    let server = cmd
-        .spawn()
-        .map_err(|e| format!("redis-server: {e} (apt-get install it)"))?;
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            return Ok((format!("redis://{addr}/"), Some(server)));
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Err("redis-server did not start".into())
 }
