@@ -286,3 +286,45 @@ async fn redlock_node_restarted_empty_allows_a_second_majority() {
     let _ = a.unlock().await;
     nodes.proxies[2].set(Mode::Pass);
 }
+
+/// T21: a MultiLock (all members) whose second node is partitioned at release time. The release
+/// reports which node failed, frees the reachable members at once, and the partitioned member is
+/// released once the partition heals (or expires with its lease), never kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilock_release_with_a_node_partitioned_reports_it_and_frees_the_rest() {
+    let nodes = Nodes::start(3).await;
+    let clients = nodes.clients().await;
+    let name = "fault:multilock-release";
+    let multi: redisson_lock::MultiLock =
+        redisson_lock::MultiLock::new(clients.iter().map(|c| c.get_lock(name)))
+            .unwrap()
+            .with_node_timeout(NODE_TIMEOUT);
+    let g = multi
+        .try_lock_with_lease(Duration::from_secs(5), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("all nodes were up");
+    assert_eq!(g.held_nodes(), vec![0, 1, 2]);
+
+    nodes.proxies[1].set(Mode::Blackhole);
+    let err = tokio::time::timeout(BOUND, g.unlock())
+        .await
+        .expect("release hung on a partitioned node")
+        .expect_err("a release that could not reach node 1 reported success");
+    match &err {
+        redisson_lock::LockError::Quorum(q) => {
+            assert_eq!(
+                q.errors.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+                vec![1]
+            );
+            assert_eq!((q.acquired, q.required), (2, 3));
+        }
+        other => panic!("expected a quorum error, got {other}"),
+    }
+    assert_eq!(nodes.holding(name).await, vec![1]);
+    nodes.proxies[1].set(Mode::Pass);
+    assert!(
+        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
+        "node 1 kept the member"
+    );
+}
