@@ -39,12 +39,14 @@ use std::time::{Duration, Instant};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, Lock, LockError, LockGuard, LockKind};
 
-/// The toy fenced resource: accept a write only with a token at least the highest seen, and log
-/// every accepted write so the checker can see the order.
+/// The toy fenced resource: accept a write only with a token above the highest seen (one write
+/// per hold), and log every accepted write so the checker can see the order. Strictly above:
+/// with "at least", a token handed out again after the counter was lost (a restart) would let a
+/// second holder in with an equal token.
 const FENCED_WRITE: &str = r"
 local max = tonumber(redis.call('get', KEYS[1]) or '0')
 local token = tonumber(ARGV[1])
-if token < max then
+if token <= max then
     return 0
 end
 redis.call('set', KEYS[1], token)

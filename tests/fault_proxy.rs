@@ -17,11 +17,11 @@ const BOUND: Duration = Duration::from_secs(30);
 const LOCK_SHA: &[u8] = b"0b13298217aa66a6663ca8530ea763c3d434ae50";
 const UNLOCK_SHA: &[u8] = b"befa8dddca0ccedf9c31c23d191cc419a6344567";
 
-/// The toy fenced resource (as in examples/holder.rs): accept a write only with a token at
-/// least the highest seen.
+/// The toy fenced resource (as in examples/holder.rs): accept a write only with a token above
+/// the highest seen.
 const FENCED_WRITE: &str = r"
 local max = tonumber(redis.call('get', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < max then return 0 end
+if tonumber(ARGV[1]) <= max then return 0 end
 redis.call('set', KEYS[1], ARGV[1])
 return 1
 ";

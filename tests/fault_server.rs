@@ -366,3 +366,55 @@ async fn subscriber_denied_by_acl_backs_off_instead_of_spinning() {
     );
     held.unlock().await.unwrap();
 }
+
+/// Fencing across an empty restart (outside the model, pinned so the docs stay true): the token
+/// counter is lost with the lock, so tokens start again at 1. A resource that accepts only tokens
+/// above the highest it has seen stays safe (it rejects the reissued tokens); liveness returns
+/// once the new tokens pass the old maximum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_start_again_after_an_empty_restart() {
+    let mut server = TestServer::start();
+    let store = TestServer::start();
+    let client = server.client().await;
+    let name = "fault:token-restart";
+    let write = |token: i64| {
+        let store = &store;
+        async move {
+            let mut c = store.conn().await;
+            let accepted: i64 = redis::Script::new(
+                "local max = tonumber(redis.call('get', KEYS[1]) or '0') \
+                 if tonumber(ARGV[1]) <= max then return 0 end \
+                 redis.call('set', KEYS[1], ARGV[1]) return 1",
+            )
+            .key("resource")
+            .arg(token)
+            .invoke_async(&mut c)
+            .await
+            .unwrap();
+            accepted == 1
+        }
+    };
+    let mut before = 0;
+    for _ in 0..3 {
+        let g = client.get_fenced_lock(name).lock().await.unwrap();
+        before = g.token();
+        assert!(write(before).await);
+        g.unlock().await.unwrap();
+    }
+    server.restart();
+    let mut after = None;
+    for _ in 0..50 {
+        if let Ok(g) = client.get_fenced_lock(name).lock().await {
+            after = Some(g.token());
+            g.unlock().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = after.expect("no lock after the restart");
+    assert!(
+        after <= before,
+        "token {after} after the restart, {before} before"
+    );
+    assert!(!write(after).await, "a reissued token was accepted");
+}

@@ -6,9 +6,9 @@
 //!   (for a read-write lock: a write hold overlaps nothing, read holds may share);
 //! * **no lost update**: the unsafe counter equals the number of read-modify-writes done, and
 //!   no read hold saw the counter change under it;
-//! * **fencing**: the fenced resource's log of accepted writes has non-decreasing tokens, each
-//!   token from one writer only, and every write the resource rejected carried a token lower
-//!   than one it had already accepted.
+//! * **fencing**: the fenced resource's log of accepted writes has strictly increasing tokens,
+//!   each token from one writer only, and every write the resource rejected carried a token no
+//!   higher than one it had already accepted.
 //!
 //! Faults outside the model (a holder paused past its lease) are *expected* to break the first
 //! two; tests then assert that the checker reports it and that fencing still held.
@@ -425,10 +425,11 @@ pub async fn check(
         .filter_map(|l| l.split_once(':'))
         .map(|(t, p)| (t.parse().unwrap(), p.parse().unwrap()))
         .collect();
-    // Accepted tokens never go down, and one token belongs to one writer.
+    // Accepted tokens strictly increase (one write per hold), and one token belongs to one
+    // writer.
     let mut writer_of: HashMap<i64, u32> = HashMap::new();
     for w in report.fenced_log.windows(2) {
-        if w[1].0 < w[0].0 {
+        if w[1].0 <= w[0].0 {
             report
                 .fencing_errors
                 .push(format!("stale token {} accepted after {}", w[1].0, w[0].0));
@@ -448,7 +449,7 @@ pub async fn check(
     for h in &report.holds {
         if h.fenced == Some(false) {
             report.fenced_rejected += 1;
-            if h.token >= max_accepted {
+            if h.token > max_accepted {
                 report.fencing_errors.push(format!(
                     "write with token {} rejected but no higher token was accepted",
                     h.token
