@@ -145,6 +145,10 @@ impl<K: LockKind> LockGuard<K> {
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.
+    ///
+    /// # Errors
+    ///
+    /// None: it only waits, and never fails.
     pub async fn lost(&self) {
         let mut epochs = self.slot.epochs();
         loop {

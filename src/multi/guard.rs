@@ -106,6 +106,10 @@ impl MultiLockGuard {
     /// # Cancel safety
     ///
     /// Cancel safe: it only observes.
+    ///
+    /// # Errors
+    ///
+    /// None: it only waits, and never fails.
     pub async fn lost(&self) {
         loop {
             if self.is_lost() {
