@@ -18,8 +18,9 @@
 //!   GET and SET (default 5); `--gap-ms` sleep between holds (default 0)
 //! * `--lease-ms` fixed lease (default 0: watchdog); `--watchdog-ms` watchdog lease (default
 //!   30000); `--response-ms` reply timeout (default 3000)
-//! * `--kind` `fenced` (default, writes carry the fencing token), `rlock`, `fair`, or the two
-//!   sides of a read-write lock, `write` and `read`; all but `fenced` skip the fenced write. A
+//! * `--kind` `fenced` (default, writes carry the fencing token), `rlock`, `fair`, the two
+//!   sides of a read-write lock, `write` and `read`, or `redlock` over the nodes of `--urls
+//!   a,b,c` (`--node-timeout-ms`, default 300); all but `fenced` skip the fenced write. A
 //!   `read` holder does not write: it reads the counter twice, `--rmw-ms` apart, and records
 //!   whether the value held still (`stable=1|0`: a writer inside a read hold changes it); `--fair-wait-ms` the fair lock's wait timeout for queued waiters
 //!   (default 5000)
@@ -31,13 +32,17 @@
 //! * `released pid= lock= start= end= token= read= mode=write|read stable=1|0|- fenced=1|0|-
 //!   lost=0|1 unlock=ok|lost|error`
 //! * `read pid= lock= value=` (the counter was read; the write follows after `--rmw-ms`)
+//! * `releasing pid= lock= start= end= read= fenced= lost=` (done with the resource; the release
+//!   follows)
 //! * `started pid= lock=`, `error pid= op= msg=` and `done pid= holds=`
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config, Lock, LockError, LockGuard, LockKind};
+use redisson_lock::{
+    Client, Config, Lock, LockError, LockGuard, LockKind, MultiLockGuard, RedLock,
+};
 
 /// The toy fenced resource: accept a write only with a token above the highest seen (one write
 /// per hold), and log every accepted write so the checker can see the order. Strictly above:
@@ -138,18 +143,30 @@ async fn main() {
         file,
         pid: std::process::id(),
     };
-    let config = Config::new(url)
-        .with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
-        .with_response_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
-        .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
-        .with_fair_lock_wait_timeout(Duration::from_millis(num(&a, "fair-wait-ms", 5000)));
-    let client = match Client::with_config(config).await {
-        Ok(c) => c,
-        Err(e) => {
-            h.line("error", &[("op", "connect".into()), ("msg", one_line(&e))]);
-            std::process::exit(2);
-        }
+    let config = |url: String| {
+        Config::new(url)
+            .with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
+            .with_response_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
+            .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
+            .with_fair_lock_wait_timeout(Duration::from_millis(num(&a, "fair-wait-ms", 5000)))
     };
+    let kind = a.get("kind").cloned().unwrap_or_else(|| "fenced".into());
+    // A RedLock takes one client per node (`--urls a,b,c`); every other kind one client.
+    let urls: Vec<String> = match a.get("urls") {
+        Some(list) if kind == "redlock" => list.split(',').map(str::to_owned).collect(),
+        _ => vec![url],
+    };
+    let mut clients = Vec::new();
+    for u in urls {
+        match Client::with_config(config(u)).await {
+            Ok(c) => clients.push(c),
+            Err(e) => {
+                h.line("error", &[("op", "connect".into()), ("msg", one_line(&e))]);
+                std::process::exit(2);
+            }
+        }
+    }
+    let client = clients[0].clone();
     let store = redis::Client::open(store_url).expect("store url");
     let mut store = store
         .get_multiplexed_async_connection()
@@ -170,33 +187,43 @@ async fn main() {
         max_key,
         log_key,
         fenced,
-        fair: a.get("kind").is_some_and(|k| k == "fair"),
         reader: a.get("kind").is_some_and(|k| k == "read"),
     };
     h.line("started", &[("lock", name.clone())]);
-    let holds = match a.get("kind").map(String::as_str).unwrap_or("fenced") {
+    let holds = match kind.as_str() {
         "fenced" => {
             let lock = client.get_fenced_lock(name.clone());
-            run.holds(&mut h, &mut store, lock, |g| Some(g.token()))
-                .await
+            let token = |g: &LockGuard<_>| Some(g.token());
+            run.holds(&mut h, &mut store, single(lock, token)).await
         }
         "rlock" => {
-            run.holds(&mut h, &mut store, client.get_lock(name.clone()), |_| None)
-                .await
+            let lock = client.get_lock(name.clone());
+            run.holds(&mut h, &mut store, single(lock, no_token)).await
         }
         "fair" => {
             let lock = client.get_fair_lock(name.clone());
-            run.holds(&mut h, &mut store, lock, |_| None).await
+            let taker = Single {
+                lock,
+                token: no_token,
+                fair: true,
+            };
+            run.holds(&mut h, &mut store, taker).await
         }
         "write" => {
             let lock = client.get_read_write_lock(name.clone()).write_lock();
-            run.holds(&mut h, &mut store, lock, |_| None).await
+            run.holds(&mut h, &mut store, single(lock, no_token)).await
         }
         "read" => {
             let lock = client.get_read_write_lock(name.clone()).read_lock();
-            run.holds(&mut h, &mut store, lock, |_| None).await
+            run.holds(&mut h, &mut store, single(lock, no_token)).await
         }
-        other => panic!("--kind {other}: expected fenced, rlock, fair, write or read"),
+        "redlock" => {
+            let red = RedLock::new(clients.iter().map(|c| c.get_lock(name.clone())))
+                .expect("redlock")
+                .with_node_timeout(Duration::from_millis(num(&a, "node-timeout-ms", 300)));
+            run.holds(&mut h, &mut store, Red(red)).await
+        }
+        other => panic!("--kind {other}: expected fenced, rlock, fair, write, read or redlock"),
     };
     h.line("done", &[("holds", holds.to_string())]);
 }
@@ -215,18 +242,16 @@ struct Run {
     max_key: String,
     log_key: String,
     fenced: redis::Script,
-    fair: bool,
     reader: bool,
 }
 
 impl Run {
     /// Takes holds until done; returns how many were taken and released.
-    async fn holds<K: LockKind>(
+    async fn holds<T: Taker>(
         &self,
         h: &mut History,
         store: &mut redis::aio::MultiplexedConnection,
-        lock: Lock<K>,
-        token_of: impl Fn(&LockGuard<K>) -> Option<i64>,
+        lock: T,
     ) -> u64 {
         let Run {
             name,
@@ -242,7 +267,6 @@ impl Run {
             max_key,
             log_key,
             fenced,
-            fair,
             reader,
         } = self;
         let (iterations, forever, hold, rmw, gap, lease, deadline) =
@@ -258,19 +282,8 @@ impl Run {
                 break;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let acquired = match lease {
-                // A fair waiter that waits forever queues with the fair-lock wait timeout (a dead
-                // one is evicted after it); the process deadline still bounds it.
-                0 if *fair => match tokio::time::timeout(left, lock.lock()).await {
-                    Ok(r) => r.map(Some),
-                    Err(_) => Ok(None),
-                },
-                0 => lock.try_lock_for(left).await,
-                l => {
-                    lock.try_lock_with_lease(left, Duration::from_millis(l))
-                        .await
-                }
-            };
+            let lease = (lease > 0).then(|| Duration::from_millis(lease));
+            let acquired = lock.take(left, lease).await;
             let guard = match acquired {
                 Ok(Some(g)) => g,
                 Ok(None) => break,
@@ -281,7 +294,7 @@ impl Run {
                 }
             };
             let start = mono_ns();
-            let token = token_of(&guard);
+            let token = lock.token(&guard);
             h.line(
                 "acquired",
                 &[
@@ -341,11 +354,22 @@ impl Run {
                     }
                 }
             };
-            let lost = guard.is_lost();
+            let lost = lock.is_lost(&guard);
             let end = mono_ns();
-            let unlock = match guard.unlock().await {
-                Ok(()) => "ok".to_owned(),
-                Err(LockError::LeaseLost { .. }) => "lost".to_owned(),
+            // Done with the resource: a holder killed during its release has ended its hold here.
+            h.line(
+                "releasing",
+                &[
+                    ("lock", name.clone()),
+                    ("start", start.to_string()),
+                    ("end", end.to_string()),
+                    ("read", read.clone()),
+                    ("fenced", accepted.clone()),
+                    ("lost", u8::from(lost).to_string()),
+                ],
+            );
+            let unlock = match lock.release(guard).await {
+                Ok(outcome) => outcome.to_owned(),
                 Err(e) => {
                     h.line("error", &[("op", "unlock".into()), ("msg", one_line(&e))]);
                     "error".to_owned()
@@ -370,5 +394,112 @@ impl Run {
             tokio::time::sleep(gap).await;
         }
         holds
+    }
+}
+
+fn single<K: LockKind, F>(lock: Lock<K>, token: F) -> Single<K, F> {
+    Single {
+        lock,
+        token,
+        fair: false,
+    }
+}
+
+fn no_token<G>(_: &G) -> Option<i64> {
+    None
+}
+
+/// What the hold loop needs from a lock kind.
+trait Taker {
+    type Guard;
+    /// Waits at most `left`; `lease: None` is a watchdog lease.
+    async fn take(
+        &self,
+        left: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<Self::Guard>, LockError>;
+    fn token(&self, guard: &Self::Guard) -> Option<i64>;
+    fn is_lost(&self, guard: &Self::Guard) -> bool;
+    /// `ok`, `lost` (the hold was gone), or `partial` (some RedLock members not released).
+    async fn release(&self, guard: Self::Guard) -> Result<&'static str, LockError>;
+}
+
+/// One lock of one kind.
+struct Single<K: LockKind, F> {
+    lock: Lock<K>,
+    token: F,
+    /// A fair waiter that waits forever queues with the fair-lock wait timeout (a dead one is
+    /// evicted after it) instead of the wait budget; the process deadline still bounds it.
+    fair: bool,
+}
+
+impl<K: LockKind, F: Fn(&LockGuard<K>) -> Option<i64>> Taker for Single<K, F> {
+    type Guard = LockGuard<K>;
+
+    async fn take(
+        &self,
+        left: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard<K>>, LockError> {
+        match lease {
+            None if self.fair => match tokio::time::timeout(left, self.lock.lock()).await {
+                Ok(r) => r.map(Some),
+                Err(_) => Ok(None),
+            },
+            None => self.lock.try_lock_for(left).await,
+            Some(l) => self.lock.try_lock_with_lease(left, l).await,
+        }
+    }
+
+    fn token(&self, guard: &LockGuard<K>) -> Option<i64> {
+        (self.token)(guard)
+    }
+
+    fn is_lost(&self, guard: &LockGuard<K>) -> bool {
+        guard.is_lost()
+    }
+
+    async fn release(&self, guard: LockGuard<K>) -> Result<&'static str, LockError> {
+        match guard.unlock().await {
+            Ok(()) => Ok("ok"),
+            Err(LockError::LeaseLost { .. }) => Ok("lost"),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A RedLock over one client per node.
+struct Red(RedLock);
+
+impl Taker for Red {
+    type Guard = MultiLockGuard;
+
+    async fn take(
+        &self,
+        left: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiLockGuard>, LockError> {
+        match lease {
+            None => self.0.try_lock_for(left).await,
+            Some(l) => self.0.try_lock_with_lease(left, l).await,
+        }
+    }
+
+    fn token(&self, _: &MultiLockGuard) -> Option<i64> {
+        None
+    }
+
+    fn is_lost(&self, guard: &MultiLockGuard) -> bool {
+        guard.is_lost()
+    }
+
+    async fn release(&self, guard: MultiLockGuard) -> Result<&'static str, LockError> {
+        // Whether the hold was still valid is `is_lost()` before the release (a quorum);
+        // members that could not be released are only a partial release.
+        match guard.unlock().await {
+            Ok(()) => Ok("ok"),
+            Err(LockError::Quorum(_)) => Ok("partial"),
+            Err(e) => Err(e),
+        }
     }
 }

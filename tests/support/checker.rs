@@ -80,6 +80,8 @@ pub struct HolderSpec {
     /// `fenced`, `rlock` or `fair`.
     pub kind: &'static str,
     pub fair_wait_ms: u64,
+    /// The nodes of a `redlock` holder.
+    pub urls: Vec<String>,
 }
 
 impl HolderSpec {
@@ -100,6 +102,7 @@ impl HolderSpec {
             stop_file: None,
             kind: "fenced",
             fair_wait_ms: 5000,
+            urls: Vec::new(),
         }
     }
 }
@@ -133,6 +136,9 @@ impl Holder {
         arg("max-secs", spec.max_secs.to_string());
         arg("kind", spec.kind.to_owned());
         arg("fair-wait-ms", spec.fair_wait_ms.to_string());
+        if !spec.urls.is_empty() {
+            arg("urls", spec.urls.join(","));
+        }
         if let Some(f) = &spec.stop_file {
             arg("stop-file", f.display().to_string());
         }
@@ -363,6 +369,15 @@ pub async fn check(
                         unstable: false,
                     });
                 }
+                "releasing" => {
+                    // Done with the resource; a kill during the release ends the hold here.
+                    if let Some(h) = open.as_mut() {
+                        h.end = e.num("end");
+                        h.incremented = e.get("read").is_some_and(|r| r != "-");
+                        h.guard_lost = e.get("lost") == Some("1");
+                        h.lost = h.guard_lost;
+                    }
+                }
                 "released" => {
                     open = None;
                     report.holds.push(Hold {
@@ -388,8 +403,10 @@ pub async fn check(
             }
         }
         if let Some(mut h) = open {
-            if let Some(&end) = open_ends.get(&h.pid) {
-                h.end = Some(end);
+            if h.end.is_none() {
+                if let Some(&end) = open_ends.get(&h.pid) {
+                    h.end = Some(end);
+                }
             }
             report.holds.push(h);
         }
