@@ -295,19 +295,18 @@ async fn verify(run: Run<'_>) {
 /// The same soak for a RedLock over three independent nodes: holder processes take it with
 /// watchdog leases while the nemesis kills and stops holders, stops one node at a time (briefly,
 /// or longer than the lease: a minority down is inside RedLock's model) and kills connections on
-/// one node. `SOAK_RESTARTS=1` adds empty restarts of a node (outside the model: the documented
-/// F4 hazard, which may then show up as an unexplained overlap).
+/// one node. Node restarts are left out: an empty restart is outside RedLock's model (the F4
+/// hazard), pinned deterministically by `fault_redlock::redlock_node_restarted_empty_allows_a_second_majority`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_seeded_fault_mix_explains_every_overlap() {
     let long = std::env::var("SOAK").is_ok_and(|v| v == "1");
     let secs = env_u64("SOAK_SECS").unwrap_or(if long { 90 } else { 8 });
     let n = env_u64("SOAK_HOLDERS").unwrap_or(if long { 6 } else { 3 }) as usize;
     let seed = env_u64("SOAK_SEED").unwrap_or(0x5eed_0005);
-    let restarts = std::env::var("SOAK_RESTARTS").is_ok_and(|v| v == "1");
     eprintln!("redlock soak: {secs} s, {n} holders, SOAK_SEED={seed}");
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let mut nodes = servers(3);
+    let nodes = servers(3);
     let store = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let stop_file = dir.path().join("stop");
@@ -384,10 +383,6 @@ async fn redlock_seeded_fault_mix_explains_every_overlap() {
                 tokio::time::sleep(Duration::from_millis(pause)).await;
                 nodes[node].resume();
                 faults.server_stop += 1;
-            }
-            12 if restarts => {
-                nodes[node].restart();
-                faults.server_restart += 1;
             }
             _ => faults.none += 1,
         }
