@@ -71,6 +71,8 @@ impl Proxy {
             let mut conns: Vec<JoinHandle<()>> = Vec::new();
             loop {
                 let Ok((client, _)) = listener.accept().await else {
+                    // E.g. out of file descriptors: don't spin.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
                 conns.retain(|c| !c.is_finished());
