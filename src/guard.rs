@@ -243,7 +243,13 @@ impl<K: LockKind> LockGuard<K> {
 impl LockGuard<crate::raw::Fenced> {
     /// The fencing token of this acquisition: strictly greater than every token handed out
     /// before it for this lock, by any client. Send it with every write to the protected
-    /// resource and have the resource reject tokens lower than the highest it has seen.
+    /// resource and have the resource reject tokens lower than the highest it has seen (and
+    /// writes from a token equal to it, if one holder writes only once per hold).
+    ///
+    /// Tokens are only as durable as the counter key `redisson_lock_token:{name}`: a server that
+    /// restarts without persistence, or a failover to a replica that had not received the last
+    /// `INCR`, hands out a token again. Keep the replica sync on (`WAIT`) and persistence enabled
+    /// where stale writes matter; the fault suite pins this behaviour (`docs/reliability.md`).
     ///
     /// ```no_run
     /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
