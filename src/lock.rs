@@ -685,8 +685,10 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
-    /// The first try: a redirected script did not run, so it is tried again (the slot map is
-    /// being refreshed); anything else is reported at once.
+    /// The first try, with the same patience as the wait loop: a redirected script did not run
+    /// (the slot map is being refreshed), and after a connection error the next try first trims
+    /// away whatever the failed one may have taken, so both are tried again, up to
+    /// `retry_attempts` times; anything else is reported at once.
     async fn first_attempt(
         &self,
         owner: LockOwner,
@@ -699,7 +701,10 @@ impl<K: LockKind> Lock<K> {
         let mut tries = 0;
         loop {
             match self.attempt(owner, slot, lease, wait_ms, enqueue).await {
-                Err(e) if e.is_redirect() && tries + 1 < config.retry_attempts() => {
+                Err(e)
+                    if (e.is_redirect() || e.is_connection_error())
+                        && tries + 1 < config.retry_attempts() =>
+                {
                     tokio::time::sleep(config.backoff(tries)).await;
                     tries += 1;
                 }
