@@ -1,0 +1,399 @@
+//! `locks`: benchmarks of redisson-lock against the Redis server's own ceiling and against peer
+//! crates, in one run, on one machine (issue 7; method of `shared/reference/peer-bench.md`).
+//!
+//! ```text
+//! cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [--runs N]
+//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl] [--libs ours,rslock,redisson,raw,raw-nodel,raw-batchdel]
+//!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
+//! ```
+//!
+//! It starts its own `redis-server` on a free loopback port (or uses `REDIS_URL`, loopback only),
+//! prints one markdown table of medians over the runs, and writes the SVG chart
+//! (`docs/benchmarks.svg` by default). Every figure of every run is saved (`--save`, default
+//! `bench/target/last-run.tsv`); `--replay FILE` re-renders table and chart from such a file
+//! without measuring. W3 and W3w spawn this binary twice with `--child`.
+
+mod libs;
+mod report;
+mod server;
+mod util;
+mod workloads;
+
+use std::time::Instant;
+
+use libs::{Kind, Lib};
+use util::Result;
+use workloads::{ChildArgs, Plan, Run};
+
+struct Args {
+    quick: bool,
+    runs: usize,
+    only: Vec<String>,
+    libs: Vec<Kind>,
+    svg: Option<String>,
+    save: Option<String>,
+    replay: Option<String>,
+    child: Option<ChildArgs>,
+}
+
+fn value(args: &[String], i: &mut usize) -> Result<String> {
+    *i += 1;
+    args.get(*i)
+        .cloned()
+        .ok_or_else(|| format!("{} needs a value", args[*i - 1]).into())
+}
+
+fn parse_args() -> Result<Args> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let default_svg = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/benchmarks.svg").to_string();
+    let mut a = Args {
+        quick: false,
+        runs: 0,
+        only: ["w0", "w1", "w2", "w3", "w3w", "wd", "mw", "rl"]
+            .map(String::from)
+            .to_vec(),
+        libs: Kind::ALL.to_vec(),
+        svg: Some(default_svg),
+        save: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/target/last-run.tsv").to_string()),
+        replay: None,
+        child: None,
+    };
+    let mut child_mode: Option<String> = None;
+    let (mut kind, mut url, mut start_ns, mut secs, mut proc, mut tasks) =
+        (Kind::Ours, String::new(), 0u64, 5.0f64, 0u32, 4u32);
+    let mut current_thread = false;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--quick" => a.quick = true,
+            "--bench" => {} // passed by `cargo bench`
+            "--runs" => a.runs = value(&args, &mut i)?.parse()?,
+            "--only" => a.only = value(&args, &mut i)?.split(',').map(String::from).collect(),
+            "--libs" => {
+                a.libs = value(&args, &mut i)?
+                    .split(',')
+                    .map(|s| Kind::parse(s).ok_or_else(|| format!("unknown library {s}")))
+                    .collect::<std::result::Result<_, _>>()?
+            }
+            "--svg" => a.svg = Some(value(&args, &mut i)?),
+            "--no-svg" => a.svg = None,
+            "--save" => a.save = Some(value(&args, &mut i)?),
+            "--replay" => a.replay = Some(value(&args, &mut i)?),
+            "--child" => child_mode = Some(value(&args, &mut i)?),
+            "--lib" => {
+                let v = value(&args, &mut i)?;
+                kind = Kind::parse(&v).ok_or_else(|| format!("unknown library {v}"))?;
+            }
+            "--url" => url = value(&args, &mut i)?,
+            "--start-ns" => start_ns = value(&args, &mut i)?.parse()?,
+            "--secs" => secs = value(&args, &mut i)?.parse()?,
+            "--proc" => proc = value(&args, &mut i)?.parse()?,
+            "--tasks" => tasks = value(&args, &mut i)?.parse()?,
+            "--rt" => current_thread = value(&args, &mut i)? == "current",
+            "-h" | "--help" => {
+                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH]",
+                    Kind::ALL.map(Kind::key).join(","));
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+        i += 1;
+    }
+    if let Some(mode) = child_mode {
+        a.child = Some(ChildArgs {
+            wake: match mode.as_str() {
+                "w3" => false,
+                "w3w" => true,
+                m => return Err(format!("unknown child mode {m}").into()),
+            },
+            kind,
+            url,
+            start_ns,
+            secs,
+            proc,
+            tasks,
+            current_thread,
+        });
+    }
+    if a.runs == 0 {
+        a.runs = if a.quick { 1 } else { 3 };
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("locks: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = match &args.child {
+        Some(c) if c.current_thread => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build()
+    .expect("tokio runtime");
+    let r = match args.child.clone() {
+        Some(c) => rt.block_on(workloads::child(c)),
+        None => rt.block_on(orchestrate(args)),
+    };
+    if let Err(e) = r {
+        eprintln!("locks: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn machine() -> String {
+    let nproc = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".into());
+    let redis = std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "?".into());
+    format!("{nproc} CPUs ({model}); {redis}")
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Prints the table, the per-run figures and the command mix; writes the chart.
+fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> Result<()> {
+    let report = report::Report { runs, w2_tasks };
+    println!("{header}\n");
+    print!("{}", report.table());
+    println!("\nPer run (the medians above hide this spread):\n");
+    print!("{}", report.per_run());
+    let notes = report.notes();
+    if !notes.is_empty() {
+        println!("\nServer commands per cycle (last run; script-internal calls included):\n");
+        for (k, v) in notes.iter().filter(|(k, _)| !k.starts_with("fail.")) {
+            println!("- `{k}`: {v}");
+        }
+        for (k, v) in notes.iter().filter(|(k, _)| k.starts_with("fail.")) {
+            println!("- `{k}`: {v}");
+        }
+    }
+    if let Some(path) = svg {
+        std::fs::write(path, report.svg())?;
+        eprintln!("chart written to {path}");
+    }
+    Ok(())
+}
+
+/// Every figure of every run, one per line: `header\t<text>`, `f\t<run>\t<key>\t<value>`,
+/// `n\t<run>\t<key>\t<text>`.
+fn save(header: &str, runs: &[Run]) -> String {
+    let mut out = format!("header\t{header}\n");
+    for (i, r) in runs.iter().enumerate() {
+        for (k, v) in &r.f {
+            out.push_str(&format!("f\t{i}\t{k}\t{v}\n"));
+        }
+        for (k, v) in &r.notes {
+            out.push_str(&format!("n\t{i}\t{k}\t{}\n", v.replace(['\t', '\n'], " ")));
+        }
+    }
+    out
+}
+
+/// Re-renders a saved run (table and chart) without measuring anything.
+fn replay(path: &str, svg: Option<&str>) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let mut header = String::new();
+    let mut runs: Vec<Run> = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.splitn(4, '\t').collect();
+        match f.as_slice() {
+            ["header", h] => header = (*h).to_owned(),
+            ["f" | "n", i, k, v] => {
+                let i: usize = i.parse()?;
+                while runs.len() <= i {
+                    runs.push(Run::default());
+                }
+                if f[0] == "f" {
+                    runs[i].set(*k, v.parse::<f64>()?);
+                } else {
+                    runs[i].note(*k, *v);
+                }
+            }
+            _ => return Err(format!("{path}: unexpected line {line}").into()),
+        }
+    }
+    render(&header, &runs, &Plan::quick().w2_tasks, svg)
+}
+
+async fn orchestrate(args: Args) -> Result<()> {
+    if let Some(path) = &args.replay {
+        return replay(path, args.svg.as_deref());
+    }
+    let load_start = loadavg();
+    let plan = if args.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    let (_server, target) = match server::from_env()? {
+        Some(t) => (None, t),
+        None => {
+            let (s, t) = server::start()?;
+            (Some(s), t)
+        }
+    };
+    let began = Instant::now();
+    let say = |msg: String| eprintln!("[{:6.1}s] {msg}", began.elapsed().as_secs_f64());
+    say(format!("server {} ; {}", target.url, machine()));
+    let mut admin = server::connect(&target).await?;
+    let on = |w: &str| args.only.iter().any(|o| o == w);
+    let mut runs: Vec<Run> = Vec::new();
+    for r in 0..args.runs {
+        let mut run = Run::default();
+        say(format!("run {}/{}: W0", r + 1, args.runs));
+        workloads::w0(&target, &plan, &mut admin, &mut run).await?;
+        say(format!(
+            "  RTT {:.0} µs, ceiling {:.0} cycles/s",
+            run.get("w0.rtt_us").unwrap_or(f64::NAN),
+            run.get("w0.ceiling").unwrap_or(f64::NAN)
+        ));
+        if on("w1") || on("w2") {
+            for &kind in &args.libs {
+                server::flushall(&mut admin).await?;
+                let lib = match Lib::connect(kind, &target.url, 10).await {
+                    Ok(l) => std::sync::Arc::new(l),
+                    Err(e) => {
+                        say(format!("  {}: cannot connect: {e}", kind.key()));
+                        run.note(format!("fail.w1.{}", kind.key()), e.to_string());
+                        run.note(format!("fail.w2.{}", kind.key()), e.to_string());
+                        continue;
+                    }
+                };
+                if on("w1") {
+                    say(format!("  W1 {}", kind.key()));
+                    if let Err(e) = workloads::w1(lib.clone(), kind, plan.w1_cycles, &mut run).await
+                    {
+                        say(format!("  W1 {} failed: {e}", kind.key()));
+                        run.note(format!("fail.w1.{}", kind.key()), e.to_string());
+                    }
+                }
+                if on("w2") {
+                    let counts: Vec<usize> = match kind {
+                        Kind::Ours | Kind::Rslock | Kind::Redisson => plan.w2_tasks.clone(),
+                        _ => vec![64],
+                    };
+                    for n in counts {
+                        server::flushall(&mut admin).await?;
+                        let lib = if kind == Kind::Redisson && n > 10 {
+                            // Its default pool of 10 fails above 10 concurrent tasks (peer-bench).
+                            match Lib::connect(kind, &target.url, n as u32).await {
+                                Ok(l) => std::sync::Arc::new(l),
+                                Err(e) => {
+                                    run.note(format!("fail.w2.{}", kind.key()), e.to_string());
+                                    continue;
+                                }
+                            }
+                        } else {
+                            lib.clone()
+                        };
+                        say(format!("  W2 {} x{n}", kind.key()));
+                        if let Err(e) =
+                            workloads::w2(lib, kind, n, plan.w2_secs, &mut admin, &mut run).await
+                        {
+                            say(format!("  W2 {} x{n} failed: {e}", kind.key()));
+                            run.note(format!("fail.w2.{}", kind.key()), e.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        for (wl, secs) in [("w3", plan.w3_secs), ("w3w", plan.w3w_secs)] {
+            if !on(wl) {
+                continue;
+            }
+            for &kind in args.libs.iter().filter(|k| k.waits()) {
+                server::flushall(&mut admin).await?;
+                say(format!("  {} {} ({secs} s)", wl.to_uppercase(), kind.key()));
+                let r = if wl == "w3" {
+                    workloads::w3(&target, kind, secs, &mut run).await
+                } else {
+                    workloads::w3w(&target, kind, secs, false, &mut run).await
+                };
+                if let Err(e) = r {
+                    say(format!("  {wl} {} failed: {e}", kind.key()));
+                    run.note(format!("fail.{wl}.{}", kind.key()), e.to_string());
+                }
+                if wl == "w3w" && kind == Kind::Ours {
+                    // The same, with both processes on tokio's current-thread runtime: prices
+                    // the cross-thread wake-ups of the multi-thread runtime.
+                    say(format!("  W3W ours, current-thread runtime ({secs} s)"));
+                    server::flushall(&mut admin).await?;
+                    if let Err(e) = workloads::w3w(&target, kind, secs, true, &mut run).await {
+                        say(format!("  w3w ours-ct failed: {e}"));
+                        run.note("fail.w3w.ours-ct", e.to_string());
+                    }
+                }
+            }
+        }
+        if on("wd") && args.libs.contains(&Kind::Ours) {
+            server::flushall(&mut admin).await?;
+            say(format!("  watchdog: {} locks", plan.wd_locks));
+            if let Err(e) = workloads::watchdog(&target, &plan, &mut admin, &mut run).await {
+                say(format!("  watchdog failed: {e}"));
+                run.note("fail.wd.ours", e.to_string());
+            }
+        }
+        if on("mw") && args.libs.contains(&Kind::Ours) {
+            server::flushall(&mut admin).await?;
+            say(format!(
+                "  many waiters: {} over {} names",
+                plan.mw_waiters, plan.mw_names
+            ));
+            if let Err(e) = workloads::many_waiters(&target, &plan, &mut admin, &mut run).await {
+                say(format!("  many waiters failed: {e}"));
+                run.note("fail.mw.ours", e.to_string());
+            }
+        }
+        if on("rl") && args.libs.contains(&Kind::Ours) {
+            say("  RedLock over 3 and 5 servers (5 more redis-servers)".into());
+            if let Err(e) = workloads::redlock(&plan, &mut run).await {
+                say(format!("  RedLock failed: {e}"));
+                run.note("fail.rl.ours", e.to_string());
+            }
+        }
+        runs.push(run);
+    }
+    let header = format!(
+        "## redisson-lock benchmark ({} mode, {} run{}, medians; {}; load average {} at start, {} at end; {:.0} s)",
+        if args.quick { "quick" } else { "full" },
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        machine(),
+        load_start,
+        loadavg(),
+        began.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.save {
+        std::fs::write(path, save(&header, &runs))?;
+        say(format!(
+            "figures saved to {path} (re-render with --replay {path})"
+        ));
+    }
+    render(&header, &runs, &plan.w2_tasks, args.svg.as_deref())?;
+    say("done".into());
+    Ok(())
+}
