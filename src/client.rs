@@ -63,6 +63,8 @@ pub(crate) struct ClientInner {
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Holds,
     pub(crate) watchdog_wake: Arc<Notify>,
+    /// Unlock latches to delete in batches.
+    pub(crate) latches: crate::latches::Latches,
     watchdog: tokio::task::JoinHandle<()>,
 }
 
@@ -157,8 +159,10 @@ impl Client {
         };
         let pubsub = PubSub::start(source, &config);
         let wake = Arc::new(Notify::new());
+        let latches = crate::latches::Latches::start(conn.clone());
         let inner = Arc::new_cyclic(|weak| ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),
+            latches,
             conn,
             publish: if sharded { "SPUBLISH" } else { "PUBLISH" },
             pubsub,

@@ -11,6 +11,7 @@ mod error;
 mod guard;
 mod holds;
 mod keys;
+mod latches;
 mod lock;
 mod multi;
 mod owner;

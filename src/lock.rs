@@ -381,6 +381,7 @@ impl<K: LockKind> Lock<K> {
         self.check_name()?;
         let mut conn = self.client().inner.conn.clone();
         let op = self.op("", 0, 0);
+        let echo = self.expect_echo(true);
         let reply: i64 = self
             .shared
             .kind
@@ -389,6 +390,7 @@ impl<K: LockKind> Lock<K> {
             .await
             .map_err(|e| from_script(self.name(), e))?;
         if reply == 1 {
+            echo.published();
             self.wake_local();
         }
         Ok(reply == 1)
@@ -565,6 +567,17 @@ impl<K: LockKind> Lock<K> {
         if let Some(all) = self.shared.kind.local_wake() {
             self.client().inner.pubsub.wake(&self.shared.channel, all);
         }
+    }
+
+    /// Before a script that may free the lock and publish `0`: its echo must not wake a second
+    /// local waiter after [`Lock::wake_local`] woke one. The returned guard takes the expectation
+    /// back unless [`EchoExpected::published`] says the message went out.
+    fn expect_echo(&self, likely: bool) -> EchoExpected<'_, K> {
+        let pubsub = &self.client().inner.pubsub;
+        let armed = likely
+            && self.shared.kind.local_wake() == Some(false)
+            && pubsub.expect_echo(&self.shared.channel);
+        EchoExpected { lock: self, armed }
     }
 
     fn check_name(&self) -> Result<()> {
@@ -826,6 +839,7 @@ impl<K: LockKind> Lock<K> {
             fallback: Some((count_after, wd_after)),
         };
         *pending = false;
+        let echo = self.expect_echo(count_after == 0);
         let mut attempt = 0;
         let reply = loop {
             let op = self.op(&slot.field, lease_ms, 0);
@@ -870,7 +884,9 @@ impl<K: LockKind> Lock<K> {
         match outcome {
             Some(r) => {
                 if r == Release::Released {
-                    // Wake a local waiter now instead of waiting for our own message's echo.
+                    // Wake a local waiter now instead of waiting for our own message's echo
+                    // (which then wakes nobody: one wake-up per release).
+                    echo.published();
                     self.wake_local();
                 }
                 Ok(r)
@@ -882,15 +898,10 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
-    /// The latch only matters while the unlock might be retried: delete it without waiting
-    /// (Redisson does the same); its PX bounds it if this is lost.
+    /// The latch only matters while the unlock might be retried: it is deleted shortly after,
+    /// in a batch (Redisson sends one `DEL` per unlock); its PX bounds it if that is lost.
     fn delete_latch(&self, latch: String) {
-        let mut conn = self.client().inner.conn.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _: redis::RedisResult<i64> = conn.del(latch).await;
-            });
-        }
+        self.client().inner.latches.delete(latch);
     }
 
     /// Brings Redis back to the count the gate knows when an earlier outcome was unknown.
@@ -971,6 +982,28 @@ struct ForgetSlot<'a, K: LockKind> {
 impl<K: LockKind> Drop for ForgetSlot<'_, K> {
     fn drop(&mut self) {
         self.lock.client().inner.holds.release_slot(self.slot);
+    }
+}
+
+/// An expected echo of our own unlock message (see [`Lock::expect_echo`]).
+struct EchoExpected<'a, K: LockKind> {
+    lock: &'a Lock<K>,
+    armed: bool,
+}
+
+impl<K: LockKind> EchoExpected<'_, K> {
+    /// The message was published: keep the expectation.
+    fn published(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<K: LockKind> Drop for EchoExpected<'_, K> {
+    fn drop(&mut self) {
+        if self.armed {
+            let lock = self.lock;
+            lock.client().inner.pubsub.cancel_echo(&lock.shared.channel);
+        }
     }
 }
 

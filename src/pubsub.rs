@@ -194,7 +194,27 @@ pub(crate) struct Channel {
     name: String,
     notify: Notify,
     confirmed: watch::Sender<bool>,
+    /// Our own releases already woke a local waiter for these `0` messages: when their echo
+    /// arrives it must not wake a second one (whose try would be wasted).
+    echoes: parking_lot::Mutex<std::collections::VecDeque<std::time::Instant>>,
     shared: Weak<Shared>,
+}
+
+/// An expected echo older than this is taken as lost (e.g. across a reconnect).
+const ECHO_WINDOW: Duration = Duration::from_secs(1);
+
+impl Channel {
+    /// Handles a `0`: wakes one waiter unless it is the echo of our own release.
+    fn wake_one_unless_echo(&self) {
+        let mut echoes = self.echoes.lock();
+        while echoes.front().is_some_and(|t| t.elapsed() > ECHO_WINDOW) {
+            echoes.pop_front();
+        }
+        if echoes.pop_front().is_none() {
+            drop(echoes);
+            self.notify.notify_one();
+        }
+    }
 }
 
 impl Channel {
@@ -264,6 +284,28 @@ impl PubSub {
         }
     }
 
+    /// Before a release that will publish `0` and wake a local waiter itself: the echo of that
+    /// message must not wake a second one. Registered *before* the script is sent, because the
+    /// echo may arrive before the script's reply. Only while the subscription is confirmed (so
+    /// the echo is sure to come, unless the connection breaks, which clears expectations).
+    /// Returns whether an expectation was registered ([`PubSub::cancel_echo`] takes it back).
+    pub(crate) fn expect_echo(&self, name: &str) -> bool {
+        match self.shared.channels.get(name).and_then(|w| w.upgrade()) {
+            Some(c) if *c.confirmed.borrow() => {
+                c.echoes.lock().push_back(std::time::Instant::now());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes back an expectation when the release did not publish after all.
+    pub(crate) fn cancel_echo(&self, name: &str) {
+        if let Some(c) = self.shared.channels.get(name).and_then(|w| w.upgrade()) {
+            c.echoes.lock().pop_back();
+        }
+    }
+
     /// How many connections the subscriber has opened so far.
     pub(crate) fn connections(&self) -> watch::Receiver<u64> {
         self.shared.connections.subscribe()
@@ -285,6 +327,7 @@ impl PubSub {
                 name: name.to_owned(),
                 notify: Notify::new(),
                 confirmed: watch::channel(false).0,
+                echoes: parking_lot::Mutex::new(std::collections::VecDeque::new()),
                 shared: Arc::downgrade(&self.shared),
             })
         };
@@ -330,6 +373,7 @@ async fn run(
         return;
     }
     let mut attempt = 0u32;
+    let mut reconnect = false;
     loop {
         let mut conn = match SubConn::open(&source, &config).await {
             Ok(c) => c,
@@ -366,8 +410,12 @@ async fn run(
             }
         }
         attempt = 0;
-        // After a reconnect every waiter retries at once: a release may have been missed.
-        wake_all(&sh);
+        // After a reconnect every waiter retries at once: a release may have been missed. (On
+        // the first connection nobody can have missed one: waiters try again once subscribed.)
+        if reconnect {
+            wake_all(&sh);
+        }
+        reconnect = true;
         drop(sh);
 
         loop {
@@ -380,7 +428,7 @@ async fn run(
                                 match payload.as_slice() {
                                     WAKE_ALL => c.notify.notify_waiters(),
                                     // `0`, or other values (e.g. semaphore permit counts): one.
-                                    _ => c.notify.notify_one(),
+                                    _ => c.wake_one_unless_echo(),
                                 }
                             }
                         }
@@ -427,6 +475,7 @@ async fn run(
 fn wake_all(shared: &Shared) {
     for entry in shared.channels.iter() {
         if let Some(c) = entry.value().upgrade() {
+            c.echoes.lock().clear();
             c.notify.notify_waiters();
         }
     }

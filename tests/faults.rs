@@ -16,7 +16,18 @@ async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
     raw.exists(key).await.unwrap()
 }
 
+/// Keys in the database once the unlock latches are gone: they are deleted in a batch a few
+/// milliseconds after their unlock returned (their PX bounds them otherwise).
 async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {
+    let latches_gone = eventually(Duration::from_secs(10), || {
+        let mut raw = raw.clone();
+        async move {
+            let latches: Vec<String> = raw.keys("redisson_unlock_latch:*").await.unwrap();
+            latches.is_empty()
+        }
+    })
+    .await;
+    assert!(latches_gone, "unlock latches were not deleted");
     redis::cmd("DBSIZE").query_async(raw).await.unwrap()
 }
 

@@ -1,0 +1,64 @@
+//! Deletes unlock latch keys in batches, a few milliseconds after their unlock returned.
+//!
+//! A latch (`redisson_unlock_latch:{name}:<id>`) only matters while its unlock might be retried,
+//! and a retry happens before the unlock returns. Redisson sends one `DEL` per unlock; we collect
+//! them and send one `UNLINK` per batch (per hash slot on a cluster), which takes a command off
+//! every lock/unlock cycle. The latch's own PX bounds any key whose deletion is lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use tokio::sync::mpsc;
+
+use crate::conn::Conn;
+use crate::keys::hash_slot;
+
+/// How long latches are collected before one `UNLINK` removes them.
+const DELAY: Duration = Duration::from_millis(10);
+/// Keys per `UNLINK`.
+const BATCH: usize = 500;
+
+/// The sending side; the task ends when it is dropped (with the client).
+#[derive(Debug)]
+pub(crate) struct Latches(mpsc::UnboundedSender<String>);
+
+impl Latches {
+    pub(crate) fn start(conn: Conn) -> Latches {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(conn, rx));
+        Latches(tx)
+    }
+
+    pub(crate) fn delete(&self, latch: String) {
+        let _ = self.0.send(latch);
+    }
+}
+
+async fn run(mut conn: Conn, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(first) = rx.recv().await {
+        tokio::time::sleep(DELAY).await;
+        let mut keys = vec![first];
+        while keys.len() < BATCH {
+            match rx.try_recv() {
+                Ok(k) => keys.push(k),
+                Err(_) => break,
+            }
+        }
+        // One UNLINK per hash slot: a cluster refuses cross-slot commands.
+        let mut by_slot: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        for k in keys {
+            let slot = if conn.is_cluster() {
+                hash_slot(k.as_bytes())
+            } else {
+                0
+            };
+            by_slot.entry(slot).or_default().push(k);
+        }
+        for (_, group) in by_slot {
+            if let Err(e) = conn.unlink::<_, i64>(&group).await {
+                tracing::debug!(error = %e, keys = group.len(), "can't delete unlock latches; they expire on their own");
+            }
+        }
+    }
+}
