@@ -6,10 +6,12 @@
 //! * `redisson`: the `redisson` crate 0.1, `AsyncRLock::lock()` / `unlock()`, one handle per task.
 //! * `raw*`: the same commands as ours, sent straight through redis-rs with no lock logic around
 //!   them: the floor of a Redisson-compatible cycle, used to price each part of ours.
-//!   `raw` = lock EVALSHA + unlock EVALSHA + a spawned `DEL` of the latch (what ours sends);
-//!   `raw-nodel` = without the `DEL`; `raw-batchdel` = latch `DEL`s deferred and batched by one
-//!   reaper task (one `DEL` per 10 ms); `raw-nolatch` = an unlock script without the latch
-//!   (Redisson's pre-3.24 unlock: HEXISTS, HINCRBY, then PEXPIRE or DEL + PUBLISH).
+//!   `raw` = lock EVALSHA + unlock EVALSHA + the latch deleted by one `UNLINK` per 10 ms batch
+//!   (what ours sends since the batched latch deletion of `src/latches.rs`: same delay, same
+//!   batch size); `raw-spawndel` = a spawned `DEL` of the latch after every unlock (Redisson's
+//!   way, and ours before that change); `raw-nodel` = the latch never deleted (it expires);
+//!   `raw-nolatch` = an unlock script without the latch (Redisson's pre-3.24 unlock: HEXISTS,
+//!   HINCRBY, then PEXPIRE or DEL + PUBLISH).
 //!   `raw` also waits (W3, W3w) the minimal pub/sub way: one redis-rs subscriber per process,
 //!   one `Notify` per channel, register, try, then wait for a message or the PTTL. No local
 //!   wake-up, no per-owner gate, no watchdog: the floor of our waiting path.
@@ -56,8 +58,8 @@ pub enum Kind {
     Rslock,
     Redisson,
     Raw,
+    RawSpawnDel,
     RawNoDel,
-    RawBatchDel,
     RawNoLatch,
 }
 
@@ -67,8 +69,8 @@ impl Kind {
         Kind::Rslock,
         Kind::Redisson,
         Kind::Raw,
+        Kind::RawSpawnDel,
         Kind::RawNoDel,
-        Kind::RawBatchDel,
         Kind::RawNoLatch,
     ];
 
@@ -78,8 +80,8 @@ impl Kind {
             Kind::Rslock => "rslock",
             Kind::Redisson => "redisson",
             Kind::Raw => "raw",
+            Kind::RawSpawnDel => "raw-spawndel",
             Kind::RawNoDel => "raw-nodel",
-            Kind::RawBatchDel => "raw-batchdel",
             Kind::RawNoLatch => "raw-nolatch",
         }
     }
@@ -128,11 +130,11 @@ impl Lib {
                         .map_err(|e| format!("redisson 0.1: {e}"))?,
                 ))
             }
-            Kind::Raw | Kind::RawNoDel | Kind::RawBatchDel | Kind::RawNoLatch => {
+            Kind::Raw | Kind::RawSpawnDel | Kind::RawNoDel | Kind::RawNoLatch => {
                 let conn = redis::Client::open(url)?
                     .get_multiplexed_async_connection()
                     .await?;
-                let reaper = (kind == Kind::RawBatchDel).then(|| spawn_reaper(conn.clone()));
+                let reaper = (kind == Kind::Raw).then(|| spawn_reaper(conn.clone()));
                 Lib::Raw(Arc::new(Raw {
                     url: url.to_owned(),
                     sub: OnceCell::new(),
@@ -219,21 +221,26 @@ impl Raw {
     }
 }
 
-/// Latch deletes, deferred and batched: everything queued in the last 10 ms goes in one `DEL`.
+/// Latch deletes as `src/latches.rs` does them: 10 ms after the first queued name, one `UNLINK`
+/// of everything queued by then (at most 500 keys).
 fn spawn_reaper(mut conn: MultiplexedConnection) -> mpsc::UnboundedSender<String> {
+    const BATCH: usize = 500;
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(1024);
-        while rx.recv_many(&mut batch, 1024).await > 0 {
+        let mut batch = Vec::with_capacity(BATCH);
+        while let Some(first) = rx.recv().await {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            while batch.len() < 4096 {
+            batch.push(first);
+            while batch.len() < BATCH {
                 match rx.try_recv() {
                     Ok(k) => batch.push(k),
                     Err(_) => break,
                 }
             }
-            let _: redis::RedisResult<i64> =
-                redis::cmd("DEL").arg(&batch).query_async(&mut conn).await;
+            let _: redis::RedisResult<i64> = redis::cmd("UNLINK")
+                .arg(&batch)
+                .query_async(&mut conn)
+                .await;
             batch.clear();
         }
     });
@@ -341,13 +348,13 @@ impl Handle {
                     return Err(format!("raw unlock of {name}: {reply:?}").into());
                 }
                 match r.mode {
-                    Kind::Raw => {
+                    Kind::RawSpawnDel => {
                         tokio::spawn(async move {
                             let _: redis::RedisResult<i64> =
                                 redis::cmd("DEL").arg(latch).query_async(&mut conn).await;
                         });
                     }
-                    Kind::RawBatchDel => {
+                    Kind::Raw => {
                         if let Some(tx) = &r.reaper {
                             let _ = tx.send(latch);
                         }

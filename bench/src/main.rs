@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [--runs N]
-//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl] [--libs ours,rslock,redisson,raw,raw-nodel,raw-batchdel]
+//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
+//!     [--libs ours,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //! ```
 //!

@@ -505,13 +505,13 @@ impl Report<'_> {
         let raw: [(Kind, &str); 4] = [
             (
                 Kind::Raw,
-                "lock + unlock EVALSHA + spawned latch DEL (= ours on the wire)",
+                "lock + unlock EVALSHA + latch UNLINK batched per 10 ms (= ours on the wire)",
             ),
-            (Kind::RawNoDel, "lock + unlock EVALSHA, no latch DEL"),
             (
-                Kind::RawBatchDel,
-                "lock + unlock EVALSHA, latch DELs deferred 10 ms and batched",
+                Kind::RawSpawnDel,
+                "lock + unlock EVALSHA + spawned latch DEL per unlock (ours before the batching)",
             ),
+            (Kind::RawNoDel, "lock + unlock EVALSHA, latch never deleted"),
             (
                 Kind::RawNoLatch,
                 "lock + unlock EVALSHA, unlock script without latch (no GET/SET/DEL)",
@@ -599,7 +599,7 @@ impl Report<'_> {
             ("w0.ceiling", "W0 ceiling cycles/s"),
             ("w1.ours.p50_us", "W1 ours p50 µs"),
             ("w1.raw.p50_us", "W1 raw (ours on the wire) p50 µs"),
-            ("w1.raw-nodel.p50_us", "W1 raw-nodel p50 µs"),
+            ("w1.raw-spawndel.p50_us", "W1 raw-spawndel p50 µs"),
             ("w1.rslock.p50_us", "W1 rslock p50 µs"),
             ("w2.ours.64.cps", "W2 64 ours cycles/s"),
             ("w2.raw-nolatch.64.cps", "W2 64 raw-nolatch cycles/s"),
