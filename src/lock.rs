@@ -381,7 +381,6 @@ impl<K: LockKind> Lock<K> {
         self.check_name()?;
         let mut conn = self.client().inner.conn.clone();
         let op = self.op("", 0, 0);
-        let echo = self.expect_echo(true);
         let reply: i64 = self
             .shared
             .kind
@@ -389,10 +388,7 @@ impl<K: LockKind> Lock<K> {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| from_script(self.name(), e))?;
-        if reply == 1 {
-            echo.published();
-            self.wake_local();
-        }
+        // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
         Ok(reply == 1)
     }
 
@@ -560,24 +556,6 @@ impl<K: LockKind> Lock<K> {
             now_ms: epoch_ms(),
             wait_ms,
         }
-    }
-
-    /// Wakes local waiters after our own release freed the lock.
-    fn wake_local(&self) {
-        if let Some(all) = self.shared.kind.local_wake() {
-            self.client().inner.pubsub.wake(&self.shared.channel, all);
-        }
-    }
-
-    /// Before a script that may free the lock and publish `0`: its echo must not wake a second
-    /// local waiter after [`Lock::wake_local`] woke one. The returned guard takes the expectation
-    /// back unless [`EchoExpected::published`] says the message went out.
-    fn expect_echo(&self, likely: bool) -> EchoExpected<'_, K> {
-        let pubsub = &self.client().inner.pubsub;
-        let armed = likely
-            && self.shared.kind.local_wake() == Some(false)
-            && pubsub.expect_echo(&self.shared.channel);
-        EchoExpected { lock: self, armed }
     }
 
     fn check_name(&self) -> Result<()> {
@@ -839,7 +817,6 @@ impl<K: LockKind> Lock<K> {
             fallback: Some((count_after, wd_after)),
         };
         *pending = false;
-        let echo = self.expect_echo(count_after == 0);
         let mut attempt = 0;
         let reply = loop {
             let op = self.op(&slot.field, lease_ms, 0);
@@ -882,15 +859,11 @@ impl<K: LockKind> Lock<K> {
             self.delete_latch(latch);
         }
         match outcome {
-            Some(r) => {
-                if r == Release::Released {
-                    // Wake a local waiter now instead of waiting for our own message's echo
-                    // (which then wakes nobody: one wake-up per release).
-                    echo.published();
-                    self.wake_local();
-                }
-                Ok(r)
-            }
+            // The release's own message wakes one waiter per client, ours included: waking a
+            // local waiter directly as well cost a wasted try per release, and waking only
+            // directly let the releasing task win its lock back in ~45 % of handoffs against
+            // ~15 % when the message wakes (docs/benchmarks.md, experiments C and D).
+            Some(r) => Ok(r),
             None => Err(LockError::UnexpectedReply {
                 key: self.name().to_owned(),
                 reply: format!("{reply:?}"),
@@ -923,9 +896,7 @@ impl<K: LockKind> Lock<K> {
             // Some holds we counted are gone from Redis.
             slot.lose_gated(gate);
         }
-        if gate.count == 0 && found > 0 {
-            self.wake_local();
-        }
+        // When the trim freed the lock, its message wakes the waiters.
         slot.set_watchdog(gate);
         Ok(())
     }
@@ -982,28 +953,6 @@ struct ForgetSlot<'a, K: LockKind> {
 impl<K: LockKind> Drop for ForgetSlot<'_, K> {
     fn drop(&mut self) {
         self.lock.client().inner.holds.release_slot(self.slot);
-    }
-}
-
-/// An expected echo of our own unlock message (see [`Lock::expect_echo`]).
-struct EchoExpected<'a, K: LockKind> {
-    lock: &'a Lock<K>,
-    armed: bool,
-}
-
-impl<K: LockKind> EchoExpected<'_, K> {
-    /// The message was published: keep the expectation.
-    fn published(mut self) {
-        self.armed = false;
-    }
-}
-
-impl<K: LockKind> Drop for EchoExpected<'_, K> {
-    fn drop(&mut self) {
-        if self.armed {
-            let lock = self.lock;
-            lock.client().inner.pubsub.cancel_echo(&lock.shared.channel);
-        }
     }
 }
 

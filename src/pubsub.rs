@@ -194,27 +194,7 @@ pub(crate) struct Channel {
     name: String,
     notify: Notify,
     confirmed: watch::Sender<bool>,
-    /// Our own releases already woke a local waiter for these `0` messages: when their echo
-    /// arrives it must not wake a second one (whose try would be wasted).
-    echoes: parking_lot::Mutex<std::collections::VecDeque<std::time::Instant>>,
     shared: Weak<Shared>,
-}
-
-/// An expected echo older than this is taken as lost (e.g. across a reconnect).
-const ECHO_WINDOW: Duration = Duration::from_secs(1);
-
-impl Channel {
-    /// Handles a `0`: wakes one waiter unless it is the echo of our own release.
-    fn wake_one_unless_echo(&self) {
-        let mut echoes = self.echoes.lock();
-        while echoes.front().is_some_and(|t| t.elapsed() > ECHO_WINDOW) {
-            echoes.pop_front();
-        }
-        if echoes.pop_front().is_none() {
-            drop(echoes);
-            self.notify.notify_one();
-        }
-    }
 }
 
 impl Channel {
@@ -272,40 +252,6 @@ impl PubSub {
         }
     }
 
-    /// Wakes one (or every) local waiter on `name`, if any (used when our own unlock frees a
-    /// lock, so a local waiter need not wait for the message's echo).
-    pub(crate) fn wake(&self, name: &str, all: bool) {
-        if let Some(c) = self.shared.channels.get(name).and_then(|w| w.upgrade()) {
-            if all {
-                c.notify.notify_waiters();
-            } else {
-                c.notify.notify_one();
-            }
-        }
-    }
-
-    /// Before a release that will publish `0` and wake a local waiter itself: the echo of that
-    /// message must not wake a second one. Registered *before* the script is sent, because the
-    /// echo may arrive before the script's reply. Only while the subscription is confirmed (so
-    /// the echo is sure to come, unless the connection breaks, which clears expectations).
-    /// Returns whether an expectation was registered ([`PubSub::cancel_echo`] takes it back).
-    pub(crate) fn expect_echo(&self, name: &str) -> bool {
-        match self.shared.channels.get(name).and_then(|w| w.upgrade()) {
-            Some(c) if *c.confirmed.borrow() => {
-                c.echoes.lock().push_back(std::time::Instant::now());
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Takes back an expectation when the release did not publish after all.
-    pub(crate) fn cancel_echo(&self, name: &str) {
-        if let Some(c) = self.shared.channels.get(name).and_then(|w| w.upgrade()) {
-            c.echoes.lock().pop_back();
-        }
-    }
-
     /// How many connections the subscriber has opened so far.
     pub(crate) fn connections(&self) -> watch::Receiver<u64> {
         self.shared.connections.subscribe()
@@ -327,7 +273,6 @@ impl PubSub {
                 name: name.to_owned(),
                 notify: Notify::new(),
                 confirmed: watch::channel(false).0,
-                echoes: parking_lot::Mutex::new(std::collections::VecDeque::new()),
                 shared: Arc::downgrade(&self.shared),
             })
         };
@@ -428,7 +373,7 @@ async fn run(
                                 match payload.as_slice() {
                                     WAKE_ALL => c.notify.notify_waiters(),
                                     // `0`, or other values (e.g. semaphore permit counts): one.
-                                    _ => c.wake_one_unless_echo(),
+                                    _ => c.notify.notify_one(),
                                 }
                             }
                         }
@@ -475,7 +420,6 @@ async fn run(
 fn wake_all(shared: &Shared) {
     for entry in shared.channels.iter() {
         if let Some(c) = entry.value().upgrade() {
-            c.echoes.lock().clear();
             c.notify.notify_waiters();
         }
     }

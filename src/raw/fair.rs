@@ -109,8 +109,4 @@ impl RawLock for Fair {
         let (queue, timeouts) = names(op.key);
         scripts::fair_force_unlock(&fair_keys(op, &queue, &timeouts), op.now_ms, op.publish)
     }
-
-    fn local_wake(&self) -> Option<bool> {
-        None
-    }
 }

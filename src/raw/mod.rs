@@ -150,12 +150,6 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
-    /// Whether our own final release wakes every local waiter (`1`) or one (`0`); `None` when
-    /// the woken waiter has its own channel (fair lock) and the server's message must do it.
-    fn local_wake(&self) -> Option<bool> {
-        Some(false)
-    }
-
     /// How the watchdog renews a hold of `field` on `key`.
     fn renewal(&self, _key: &str, _field: &str) -> Renewal {
         Renewal::Hash

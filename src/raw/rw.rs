@@ -166,8 +166,4 @@ impl RawLock for Write {
     fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
         Some(scripts::rw_is_locked(key, "write"))
     }
-
-    fn local_wake(&self) -> Option<bool> {
-        Some(true)
-    }
 }
