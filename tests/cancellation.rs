@@ -44,10 +44,6 @@ async fn count_of(raw: &mut MultiplexedConnection, key: &str, field: &str) -> i6
     c.unwrap_or(0)
 }
 
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
-}
-
 /// Waits until the lock key is gone and the client renews and subscribes nothing.
 ///
 /// (`tracked_holds` is not checked here: an empty bookkeeping slot can survive a background

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockOwner};
+use redisson_lock::LockOwner;
 use support::*;
 use tokio::sync::{mpsc, oneshot};
 
@@ -30,10 +30,6 @@ fn timeout_key(name: &str) -> String {
 /// The channel of one waiter: `redisson_lock__channel:{<name>}:<uuid>:<id>`.
 fn waiter_channel(name: &str, field: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}:{field}")
-}
-
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
 }
 
 fn now_ms() -> i64 {

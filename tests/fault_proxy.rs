@@ -59,10 +59,6 @@ async fn numsub(server: &TestServer, channel: &str) -> i64 {
     n
 }
 
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
-}
-
 /// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:
 /// the trap must catch the real `EVALSHA`, not a first `NOSCRIPT` round.
 async fn warm_up(client: &Client) {

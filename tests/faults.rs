@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockError, LockOwner};
+use redisson_lock::{Client, LockError};
 use support::*;
 
 /// Generous bound for anything event-driven, including a reconnect.
@@ -37,10 +37,6 @@ async fn script_flush(raw: &mut MultiplexedConnection) {
         .query_async(raw)
         .await
         .unwrap();
-}
-
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
 }
 
 /// Restarts the server (empty, same port) without blocking the runtime's other worker.

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockOwner};
 use support::*;
 
 /// Generous bound for anything event-driven (a wake-up, a release).
@@ -23,10 +22,6 @@ fn token_key(name: &str) -> String {
 
 fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
-}
-
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
 }
 
 async fn token(raw: &mut MultiplexedConnection, name: &str) -> Option<i64> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockOwner, LockTtl};
+use redisson_lock::{LockOwner, LockTtl};
 use support::*;
 
 /// Generous bound for anything event-driven (a wake-up, a release).
@@ -24,10 +24,6 @@ fn channel(name: &str) -> String {
     } else {
         format!("redisson_lock__channel:{{{name}}}")
     }
-}
-
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
 }
 
 async fn fields(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, i64> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockOwner};
+use redisson_lock::LockOwner;
 use support::*;
 use tokio::sync::{mpsc, Barrier};
 
@@ -26,10 +26,6 @@ fn channel(name: &str) -> String {
     } else {
         format!("redisson_rwlock:{{{name}}}")
     }
-}
-
-fn field(client: &Client, owner: LockOwner) -> String {
-    format!("{}:{}", client.id(), owner.id())
 }
 
 /// `{<name>}:<uuid>:<id>:rwlock_timeout:<n>` (no braces added when the name has a `{`).

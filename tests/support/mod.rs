@@ -13,6 +13,12 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Config};
 
+/// The hash field a client writes for an owner: `<client uuid>:<owner id>` (what a Java client
+/// sees in the lock hash).
+pub fn field(client: &Client, owner: redisson_lock::LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
 /// How to get `redis-server` when it is missing.
 pub const INSTALL_HINT: &str =
     "redis-server not found: install it with `apt-get update && apt-get install -y redis-server` \
