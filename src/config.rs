@@ -271,7 +271,7 @@ impl Config {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        const MAX: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+        const MAX: Duration = crate::time::MAX_DURATION;
         let durations = [
             self.watchdog_timeout,
             self.response_timeout,

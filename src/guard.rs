@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{LockError, Result};
-use crate::holds::Slot;
-use crate::lock::Lock;
+use crate::holds::{GrantId, Hold};
+use crate::lock::{Lock, Target};
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
 
@@ -42,8 +42,10 @@ use crate::raw::{LockKind, Release};
 #[clippy::has_significant_drop]
 pub struct LockGuard<K: LockKind> {
     lock: Lock<K>,
-    slot: Arc<Slot>,
+    hold: Arc<Hold>,
     epoch: u64,
+    /// This acquisition within the owner's hold.
+    grant: GrantId,
     /// The fixed lease and its deadline (from when the acquire was sent); `None`: watchdog.
     lease: Option<(Duration, Instant)>,
     token: Option<i64>,
@@ -64,27 +66,37 @@ impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
 impl<K: LockKind> LockGuard<K> {
     pub(crate) fn new(
         lock: Lock<K>,
-        slot: Arc<Slot>,
+        hold: Arc<Hold>,
         epoch: u64,
+        grant: GrantId,
         lease: Option<(Duration, Instant)>,
         token: Option<i64>,
     ) -> Self {
         LockGuard {
             lock,
-            slot,
+            hold,
             epoch,
+            grant,
             lease,
             token,
             armed: true,
         }
     }
 
-    /// Moves a fixed lease's deadline after the lease was re-applied with an owner-checked
-    /// `PEXPIRE` (MultiLock re-applies the caller's lease to every member once all are taken).
-    pub(crate) fn reset_lease(&mut self, lease: Duration, deadline: Instant) {
-        if self.lease.is_some() {
-            self.lease = Some((lease, deadline));
+    /// Re-applies this hold's lease from now (MultiLock re-applies the caller's lease to every
+    /// member once all are taken): a fixed lease becomes `lease` from now; a watchdog hold is
+    /// renewed. `Ok(false)`: the hold is gone.
+    pub(crate) async fn reapply_lease(&mut self, lease: Duration) -> Result<bool> {
+        let sent = Instant::now();
+        let fixed = self.lease.map(|_| lease);
+        let set = self
+            .lock
+            .reapply_lease(&self.hold, self.epoch, self.grant, fixed)
+            .await?;
+        if let (true, Some(l)) = (set, fixed) {
+            self.lease = Some((l, crate::time::later(sent, l)));
         }
+        Ok(set)
     }
 
     /// The lock this guard holds (bound to the guard's owner).
@@ -112,7 +124,7 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// `false` is a belief, not a promise: Redis may have lost the hold a moment ago.
     pub fn is_lost(&self) -> bool {
-        if self.slot.epoch() != self.epoch {
+        if self.hold.epoch() != self.epoch {
             return true;
         }
         if Instant::now() < self.valid_until() {
@@ -120,7 +132,7 @@ impl<K: LockKind> LockGuard<K> {
         }
         if self.lease.is_none() {
             // Final: a renewal that still gets through later must not revive it.
-            self.slot.lose(self.epoch);
+            self.hold.lose(self.epoch);
         }
         true
     }
@@ -133,8 +145,7 @@ impl<K: LockKind> LockGuard<K> {
             Some((_, deadline)) => deadline,
             None => {
                 let lease = self.lock.client().inner.config.watchdog_timeout();
-                let drift = lease / 100 + Duration::from_millis(2);
-                self.slot.renewed_at() + lease.saturating_sub(drift)
+                self.hold.renewed_at() + lease.saturating_sub(crate::time::drift(lease))
             }
         }
     }
@@ -150,7 +161,7 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// None: it only waits, and never fails.
     pub async fn lost(&self) {
-        let mut epochs = self.slot.epochs();
+        let mut epochs = self.hold.epochs();
         loop {
             let deadline = self.valid_until();
             let ended = epochs.wait_for(|e| *e != self.epoch);
@@ -198,17 +209,8 @@ impl<K: LockKind> LockGuard<K> {
     pub async fn unlock(mut self) -> Result<()> {
         // The guard stays armed until the release is in flight: dropped before that (e.g. while
         // waiting for the owner's gate), its `Drop` still releases the hold.
-        let fixed = self.lease.map(|l| l.0);
-        let r = self
-            .lock
-            .release(
-                &self.slot,
-                Some(self.epoch),
-                fixed.is_none(),
-                fixed,
-                &mut self.armed,
-            )
-            .await;
+        let target = self.target();
+        let r = self.lock.release(&self.hold, target, &mut self.armed).await;
         if r.is_ok() {
             self.armed = false;
         }
@@ -226,16 +228,16 @@ impl<K: LockKind> LockGuard<K> {
         self.armed = false;
     }
 
+    fn target(&self) -> Target {
+        Target::Grant {
+            epoch: self.epoch,
+            id: self.grant,
+        }
+    }
+
     async fn release(&self) -> Result<Release> {
-        let fixed = self.lease.map(|l| l.0);
         self.lock
-            .release(
-                &self.slot,
-                Some(self.epoch),
-                fixed.is_none(),
-                fixed,
-                &mut true,
-            )
+            .release(&self.hold, self.target(), &mut true)
             .await
     }
 }
@@ -272,8 +274,9 @@ impl<K: LockKind> Drop for LockGuard<K> {
                 Ok(rt) => {
                     let guard = LockGuard {
                         lock: self.lock.clone(),
-                        slot: self.slot.clone(),
+                        hold: self.hold.clone(),
                         epoch: self.epoch,
+                        grant: self.grant,
                         lease: self.lease,
                         token: self.token,
                         armed: false,
@@ -290,7 +293,7 @@ impl<K: LockKind> Drop for LockGuard<K> {
                 ),
             }
         } else {
-            self.lock.client().inner.holds.release_slot(&self.slot);
+            self.lock.client().inner.holds.forget(&self.hold);
         }
     }
 }

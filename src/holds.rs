@@ -1,10 +1,17 @@
-//! What this client holds: one slot per (lock key, owner field).
+//! What this client holds: one [`Hold`] per (lock key, owner field), and in it one [`Grant`]
+//! per acquisition that has not been released yet.
 //!
-//! The slot is the client's ground truth for its own holds. Its async mutex (the *gate*)
+//! The hold is the client's ground truth for its own holds. Its async mutex (the *gate*)
 //! serialises every script that changes this owner's hold count, so after an ambiguous outcome
 //! (a cancelled future or a lost reply) the client knows exactly which count Redis should hold
 //! and can trim back to it (`lua/trim.lua`) instead of guessing. Without the gate a cancelled
 //! re-entry could not be undone without risking someone else's hold.
+//!
+//! Each grant remembers its own lease (the watchdog's, or a fixed deadline), so whenever a
+//! script sets the key's expiry, the client asks [`HoldState::expiry_ms`] for the expiry that
+//! covers every grant still outstanding: re-entering with a shorter lease, releasing a watchdog
+//! grant while a fixed one remains, or releasing one of two fixed grants never shortens the key
+//! below what a guard believes (docs/locks.md, "Re-entry and leases").
 //!
 //! Holds that Redis loses (expiry, `force_unlock`, restart) end an *epoch*: guards remember the
 //! epoch they were acquired in, and a guard from an ended epoch is lost and never touches the
@@ -17,38 +24,150 @@ use std::time::Instant;
 use dashmap::DashMap;
 use tokio::sync::{watch, Mutex, OwnedMutexGuard};
 
+use crate::config::millis;
 use crate::raw::Renewal;
 
-#[derive(Debug, Default)]
-pub(crate) struct SlotState {
-    /// Holds this client knows it has in `epoch`.
-    pub(crate) count: u32,
-    /// How many of them were taken without an explicit lease (renewed by the watchdog).
-    pub(crate) watchdog_holds: u32,
-    /// Redis may hold more than `count` (an acquire with an unknown outcome) or more than it
-    /// should (a release with an unknown outcome): trim before the next script.
-    pub(crate) dirty: bool,
-    /// The epoch `count` refers to.
-    pub(crate) epoch: u64,
+/// How one grant's lease is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// Renewed by the watchdog (taken without an explicit lease).
+    Watchdog,
+    /// Fixed: the lock must not expire before `deadline` (acquire sent + lease).
+    Fixed { deadline: Instant },
 }
 
-pub(crate) type Gate = OwnedMutexGuard<SlotState>;
+/// Identifies one grant within its hold.
+pub(crate) type GrantId = u64;
 
-pub(crate) struct Slot {
+/// One acquisition not released yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) id: GrantId,
+    pub(crate) lease: Lease,
+}
+
+/// The gate-protected state of one hold. Fields are private: every change goes through a
+/// transition method, which keeps the invariants (grants in acquisition order, ids unique and
+/// increasing, a count of zero means no grants).
+#[derive(Debug, Default)]
+pub(crate) struct HoldState {
+    /// Outstanding grants in `epoch`, oldest first (ids increase).
+    grants: Vec<Grant>,
+    /// Redis may hold more than the grants (an acquire with an unknown outcome) or more than
+    /// it should (a release with an unknown outcome): trim before the next script.
+    dirty: bool,
+    /// The epoch the grants belong to.
+    epoch: u64,
+    next_id: GrantId,
+}
+
+impl HoldState {
+    /// Holds this client knows it has: what Redis's hold count should be.
+    pub(crate) fn count(&self) -> u32 {
+        u32::try_from(self.grants.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether any outstanding grant is renewed by the watchdog.
+    pub(crate) fn watched(&self) -> bool {
+        self.grants.iter().any(|g| g.lease == Lease::Watchdog)
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The `PEXPIRE` that covers every outstanding grant, sent at `now`, plus `extra_ms` for an
+    /// acquisition in flight: a watchdog grant needs `watchdog_ms`, a fixed one what is left of
+    /// its lease (rounded up: `millis` never falls short). `None` when there is nothing to cover. Never below 1 ms: a grant
+    /// whose lease already ran out is reported lost by its guard anyway.
+    pub(crate) fn expiry_ms(
+        &self,
+        now: Instant,
+        watchdog_ms: u64,
+        extra_ms: Option<u64>,
+    ) -> Option<u64> {
+        let grants = self.grants.iter().map(|g| match g.lease {
+            Lease::Watchdog => watchdog_ms,
+            Lease::Fixed { deadline } => millis(deadline.saturating_duration_since(now)),
+        });
+        grants.chain(extra_ms).max().map(|ms| ms.max(1))
+    }
+
+    /// A grant was taken (the acquire script said so).
+    pub(crate) fn taken(&mut self, lease: Lease) -> GrantId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.grants.push(Grant { id, lease });
+        id
+    }
+
+    /// Takes grant `id` out for release; `None` when it is not outstanding (released already,
+    /// by owner-style unlock, or lost with its epoch).
+    pub(crate) fn take_grant(&mut self, id: GrantId) -> Option<Grant> {
+        let at = self.grants.iter().position(|g| g.id == id)?;
+        Some(self.grants.remove(at))
+    }
+
+    /// Takes the latest grant out for an owner-style release (Redisson's `unlock()`, which
+    /// releases "one hold"; re-entrant code releases the inner one first).
+    pub(crate) fn take_latest(&mut self) -> Option<Grant> {
+        self.grants.pop()
+    }
+
+    /// Puts back a grant taken out for a release that certainly did not run.
+    pub(crate) fn restore(&mut self, grant: Grant) {
+        let at = self.grants.partition_point(|g| g.id < grant.id);
+        self.grants.insert(at, grant);
+    }
+
+    /// Moves a fixed grant's deadline (its lease was re-applied from a later instant).
+    pub(crate) fn set_deadline(&mut self, id: GrantId, deadline: Instant) {
+        if let Some(g) = self.grants.iter_mut().find(|g| g.id == id) {
+            if let Lease::Fixed { deadline: d } = &mut g.lease {
+                *d = deadline;
+            }
+        }
+    }
+
+    /// A script's outcome is unknown: Redis must be trimmed to [`count`](Self::count).
+    pub(crate) fn unknown(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Redis was brought back to [`count`](Self::count).
+    pub(crate) fn settled(&mut self) {
+        self.dirty = false;
+    }
+
+    /// Every grant is gone (the epoch ended and `epoch` is the new one).
+    fn clear(&mut self, epoch: u64) {
+        self.grants.clear();
+        self.epoch = epoch;
+    }
+}
+
+pub(crate) type Gate = OwnedMutexGuard<HoldState>;
+
+/// One owner's holds on one lock key.
+pub(crate) struct Hold {
     pub(crate) key: Arc<str>,
     pub(crate) field: Arc<str>,
     /// How the watchdog renews this hold.
     pub(crate) renewal: Renewal,
-    gate: Arc<Mutex<SlotState>>,
+    gate: Arc<Mutex<HoldState>>,
     epoch: watch::Sender<u64>,
-    /// Mirrors `watchdog_holds > 0` so the watchdog can scan without taking gates.
+    /// Mirrors "a watchdog grant is outstanding" so the watchdog can scan without taking gates.
     watchdog: AtomicBool,
     renewed_at: parking_lot::Mutex<Instant>,
 }
 
-impl std::fmt::Debug for Slot {
+impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot")
+        f.debug_struct("Hold")
             .field("key", &self.key)
             .field("field", &self.field)
             .field("epoch", &*self.epoch.borrow())
@@ -56,15 +175,25 @@ impl std::fmt::Debug for Slot {
     }
 }
 
-impl Slot {
-    /// Takes the gate, resetting the count when Redis lost this epoch's holds.
+impl Hold {
+    fn new(key: Arc<str>, field: Arc<str>, renewal: Renewal) -> Hold {
+        Hold {
+            key,
+            field,
+            renewal,
+            gate: Arc::new(Mutex::new(HoldState::default())),
+            epoch: watch::channel(0).0,
+            watchdog: AtomicBool::new(false),
+            renewed_at: parking_lot::Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Takes the gate, dropping the grants when Redis lost this epoch's holds.
     pub(crate) async fn gate(self: &Arc<Self>) -> Gate {
         let mut gate = self.gate.clone().lock_owned().await;
         let current = self.epoch();
         if gate.epoch != current {
-            gate.count = 0;
-            gate.watchdog_holds = 0;
-            gate.epoch = current;
+            gate.clear(current);
         }
         gate
     }
@@ -94,18 +223,17 @@ impl Slot {
         ended
     }
 
-    /// Ends the epoch under the gate and resets the count.
+    /// Ends the epoch under the gate and drops its grants.
     pub(crate) fn lose_gated(&self, gate: &mut Gate) {
         self.lose(gate.epoch);
-        gate.epoch = self.epoch();
-        gate.count = 0;
-        gate.watchdog_holds = 0;
+        gate.clear(self.epoch());
     }
 
-    /// Mirrors the gate's watchdog holds. The renewal clock starts when watching starts; it only
-    /// moves on with confirmed renewals ([`Slot::renewed`]), never merely because a script ran.
+    /// Mirrors the gate's watchdog grants. The renewal clock starts when watching starts; it
+    /// only moves on with confirmed renewals ([`Hold::renewed`]), never merely because a script
+    /// ran.
     pub(crate) fn set_watchdog(&self, gate: &Gate) {
-        let on = gate.watchdog_holds > 0;
+        let on = gate.watched();
         let was = self.watchdog.swap(on, Ordering::AcqRel);
         if on && !was {
             *self.renewed_at.lock() = Instant::now();
@@ -128,57 +256,47 @@ impl Slot {
 
 #[derive(Default)]
 pub(crate) struct Holds {
-    slots: DashMap<(Arc<str>, Arc<str>), Arc<Slot>>,
+    holds: DashMap<(Arc<str>, Arc<str>), Arc<Hold>>,
 }
 
 impl Holds {
-    pub(crate) fn slot(&self, key: &str, field: &str, renewal: Renewal) -> Arc<Slot> {
+    pub(crate) fn hold(&self, key: &str, field: &str, renewal: Renewal) -> Arc<Hold> {
         let k: (Arc<str>, Arc<str>) = (key.into(), field.into());
-        self.slots
+        self.holds
             .entry(k.clone())
-            .or_insert_with(|| {
-                Arc::new(Slot {
-                    key: k.0,
-                    field: k.1,
-                    renewal,
-                    gate: Arc::new(Mutex::new(SlotState::default())),
-                    epoch: watch::channel(0).0,
-                    watchdog: AtomicBool::new(false),
-                    renewed_at: parking_lot::Mutex::new(Instant::now()),
-                })
-            })
+            .or_insert_with(|| Arc::new(Hold::new(k.0, k.1, renewal)))
             .clone()
     }
 
-    /// Drops the slot from the map when it holds nothing and the caller's reference is the
+    /// Drops the hold from the map when it has no grants and the caller's reference is the
     /// only one besides the map's.
-    pub(crate) fn release_slot(&self, slot: &Arc<Slot>) {
-        let key = (slot.key.clone(), slot.field.clone());
-        self.slots.remove_if(&key, |_, s| {
-            Arc::ptr_eq(s, slot)
-                && Arc::strong_count(s) == 2
-                && s.gate
+    pub(crate) fn forget(&self, hold: &Arc<Hold>) {
+        let key = (hold.key.clone(), hold.field.clone());
+        self.holds.remove_if(&key, |_, h| {
+            Arc::ptr_eq(h, hold)
+                && Arc::strong_count(h) == 2
+                && h.gate
                     .try_lock()
-                    .map(|g| g.count == 0 && !g.dirty)
+                    .map(|g| g.count() == 0 && !g.dirty)
                     .unwrap_or(false)
         });
     }
 
-    /// Drops every slot that holds nothing and that nobody references any more (those a
-    /// `release_slot` could not drop because another reference was alive at that moment).
+    /// Drops every hold that has no grants and that nobody references any more (those a
+    /// `forget` could not drop because another reference was alive at that moment).
     pub(crate) fn sweep(&self) {
-        self.slots.retain(|_, s| {
-            Arc::strong_count(s) > 1
-                || s.gate
+        self.holds.retain(|_, h| {
+            Arc::strong_count(h) > 1
+                || h.gate
                     .try_lock()
-                    .map(|g| g.count > 0 || g.dirty)
+                    .map(|g| g.count() > 0 || g.dirty)
                     .unwrap_or(true)
         });
     }
 
-    /// Slots whose holds the watchdog must renew.
-    pub(crate) fn watched(&self) -> Vec<Arc<Slot>> {
-        self.slots
+    /// Holds whose grants the watchdog must renew.
+    pub(crate) fn watched(&self) -> Vec<Arc<Hold>> {
+        self.holds
             .iter()
             .filter(|e| e.value().watchdog())
             .map(|e| e.value().clone())
@@ -186,10 +304,151 @@ impl Holds {
     }
 
     pub(crate) fn any_watched(&self) -> bool {
-        self.slots.iter().any(|e| e.value().watchdog())
+        self.holds.iter().any(|e| e.value().watchdog())
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.slots.len()
+        self.holds.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const WD: u64 = 30_000;
+
+    fn fixed(now: Instant, ms: u64) -> Lease {
+        Lease::Fixed {
+            deadline: now + Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn expiry_covers_every_outstanding_grant() {
+        let now = Instant::now();
+        let mut s = HoldState::default();
+        assert_eq!(s.expiry_ms(now, WD, None), None);
+        assert_eq!(s.expiry_ms(now, WD, Some(500)), Some(500));
+        // Outer fixed 10 s: re-entering with 500 ms must not shorten the key.
+        s.taken(fixed(now, 10_000));
+        assert_eq!(s.expiry_ms(now, WD, Some(500)), Some(10_000));
+        // A watchdog grant needs the watchdog lease.
+        let wd = s.taken(Lease::Watchdog);
+        assert_eq!(s.expiry_ms(now, WD, None), Some(WD));
+        // Releasing the watchdog grant leaves the fixed one's remaining time, not 30 s.
+        assert!(s.take_grant(wd).is_some());
+        let later = now + Duration::from_millis(4_000);
+        assert_eq!(s.expiry_ms(later, WD, None), Some(6_000));
+        // Past every deadline: never 0 (PEXPIRE 0 deletes), 1 ms.
+        assert_eq!(
+            s.expiry_ms(now + Duration::from_secs(60), WD, None),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn expiry_rounds_up() {
+        let now = Instant::now();
+        let mut s = HoldState::default();
+        s.taken(Lease::Fixed {
+            deadline: now + Duration::from_micros(1_500),
+        });
+        assert_eq!(s.expiry_ms(now, WD, None), Some(2));
+    }
+
+    #[test]
+    fn owner_style_release_takes_the_latest_grant() {
+        let now = Instant::now();
+        let mut s = HoldState::default();
+        let a = s.taken(fixed(now, 60_000));
+        let b = s.taken(fixed(now, 5_000));
+        assert_eq!(s.take_latest().map(|g| g.id), Some(b));
+        assert_eq!(s.expiry_ms(now, WD, None), Some(60_000));
+        // A guard whose grant was released owner-style finds nothing to release.
+        assert_eq!(s.take_grant(b), None);
+        let g = s.take_grant(a).unwrap();
+        assert_eq!(s.count(), 0);
+        s.restore(g);
+        assert_eq!(s.count(), 1);
+    }
+
+    #[test]
+    fn restore_keeps_acquisition_order() {
+        let now = Instant::now();
+        let mut s = HoldState::default();
+        let ids: Vec<_> = (0..4)
+            .map(|i| s.taken(fixed(now, 1_000 * (i + 1))))
+            .collect();
+        let g = s.take_grant(ids[1]).unwrap();
+        s.restore(g);
+        assert_eq!(s.take_latest().map(|g| g.id), Some(ids[3]));
+        assert_eq!(s.take_latest().map(|g| g.id), Some(ids[2]));
+        assert_eq!(s.take_latest().map(|g| g.id), Some(ids[1]));
+    }
+
+    /// A small deterministic model check: random operation sequences keep the invariants.
+    #[test]
+    fn random_sequences_keep_the_invariants() {
+        let now = Instant::now();
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200 {
+            let mut s = HoldState::default();
+            let mut model: Vec<(GrantId, Lease)> = Vec::new();
+            for _ in 0..50 {
+                match next() % 5 {
+                    0 | 1 => {
+                        let lease = if next() % 2 == 0 {
+                            Lease::Watchdog
+                        } else {
+                            fixed(now, next() % 100_000)
+                        };
+                        let id = s.taken(lease);
+                        assert!(model.iter().all(|(m, _)| *m < id), "ids increase");
+                        model.push((id, lease));
+                    }
+                    2 => {
+                        let got = s.take_latest().map(|g| g.id);
+                        assert_eq!(got, model.pop().map(|m| m.0));
+                    }
+                    3 if !model.is_empty() => {
+                        let i = (next() as usize) % model.len();
+                        let (id, _) = model.remove(i);
+                        let g = s.take_grant(id).expect("outstanding grant");
+                        if next() % 2 == 0 {
+                            s.restore(g);
+                            model.insert(i, (g.id, g.lease));
+                        }
+                    }
+                    _ => {
+                        s.clear(s.epoch + 1);
+                        model.clear();
+                    }
+                }
+                assert_eq!(s.count() as usize, model.len());
+                assert_eq!(
+                    s.watched(),
+                    model.iter().any(|(_, l)| *l == Lease::Watchdog)
+                );
+                let want = model
+                    .iter()
+                    .map(|(_, l)| match l {
+                        Lease::Watchdog => WD,
+                        Lease::Fixed { deadline } => {
+                            millis(deadline.saturating_duration_since(now))
+                        }
+                    })
+                    .max()
+                    .map(|m| m.max(1));
+                assert_eq!(s.expiry_ms(now, WD, None), want);
+            }
+        }
     }
 }

@@ -19,6 +19,7 @@ mod pubsub;
 mod raw;
 mod rwlock;
 mod scripts;
+mod time;
 mod watchdog;
 
 pub use client::{Client, ClientStats};

@@ -10,10 +10,12 @@ use crate::client::Client;
 use crate::config::millis;
 use crate::error::{from_script, is_connection_error, is_redirect, LockError, Result};
 use crate::guard::LockGuard;
-use crate::holds::{Gate, Slot};
+use crate::holds::{Gate, GrantId, Hold, Lease};
 use crate::keys;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, LockKind, Op, Release};
+use crate::scripts;
+use crate::time::{later, MAX_DURATION};
 
 /// A distributed lock of kind `K`; [`RLock`](crate::RLock) is `Lock<Reentrant>`.
 ///
@@ -93,32 +95,38 @@ enum Attempt<K: LockKind> {
     Held { ttl_ms: i64 },
 }
 
+/// Which hold a release gives back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Target {
+    /// A guard's own grant, taken in `epoch`.
+    Grant { epoch: u64, id: GrantId },
+    /// The owner's latest grant (Redisson-style `unlock()`).
+    Latest,
+}
+
 /// Marks a hold count uncertain if the script in flight never reports back (the future is
-/// dropped, or the connection fails): the slot becomes dirty with the count the client should
-/// hold, and a background task trims Redis back to it.
+/// dropped, or the connection fails): the hold becomes dirty (Redis must be trimmed to the
+/// grants the gate knows) and a background task trims it.
 struct InFlight<'g, K: LockKind> {
     gate: &'g mut Gate,
     lock: &'g Lock<K>,
-    slot: &'g Arc<Slot>,
+    hold: &'g Arc<Hold>,
     lease_ms: u64,
-    /// Count and watchdog holds to record if the outcome stays unknown.
-    fallback: Option<(u32, u32)>,
+    armed: bool,
 }
 
 impl<K: LockKind> InFlight<'_, K> {
     fn settled(mut self) {
-        self.fallback = None;
+        self.armed = false;
     }
 }
 
 impl<K: LockKind> Drop for InFlight<'_, K> {
     fn drop(&mut self) {
-        if let Some((count, watchdog_holds)) = self.fallback.take() {
-            self.gate.count = count;
-            self.gate.watchdog_holds = watchdog_holds;
-            self.gate.dirty = true;
-            self.slot.set_watchdog(self.gate);
-            self.lock.spawn_settle(self.slot.clone(), self.lease_ms);
+        if self.armed {
+            self.gate.unknown();
+            self.hold.set_watchdog(self.gate);
+            self.lock.spawn_settle(self.hold.clone(), self.lease_ms);
         }
     }
 }
@@ -343,9 +351,9 @@ impl<K: LockKind> Lock<K> {
     pub async fn unlock(&self) -> Result<()> {
         self.check_name()?;
         let owner = self.owner();
-        let slot = self.slot(owner);
-        let r = self.release(&slot, None, false, None, &mut true).await;
-        self.client().inner.holds.release_slot(&slot);
+        let hold = self.hold(owner);
+        let r = self.release(&hold, Target::Latest, &mut true).await;
+        self.client().inner.holds.forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
                 name: self.name().to_owned(),
@@ -539,10 +547,10 @@ impl<K: LockKind> Lock<K> {
         self.shared.kind.field(owner.field(&self.client().inner.id))
     }
 
-    fn slot(&self, owner: LockOwner) -> Arc<Slot> {
+    fn hold(&self, owner: LockOwner) -> Arc<Hold> {
         let field = self.field(owner);
         let renewal = self.shared.kind.renewal(self.name(), &field);
-        self.client().inner.holds.slot(self.name(), &field, renewal)
+        self.client().inner.holds.hold(self.name(), &field, renewal)
     }
 
     /// The arguments of one script on `field`.
@@ -566,6 +574,10 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    fn watchdog_ms(&self) -> u64 {
+        millis(self.client().inner.config.watchdog_timeout())
+    }
+
     /// `wait`: `None` waits forever, `Some(ZERO)` tries once. `lease`: `None` = watchdog.
     async fn acquire(
         &self,
@@ -577,20 +589,20 @@ impl<K: LockKind> Lock<K> {
         // A wait too long to represent is no deadline at all.
         let deadline = wait.and_then(|w| start.checked_add(w));
         let owner = self.owner();
-        let slot = self.slot(owner);
-        // Forgets the slot when this ends without a hold, also when the future is dropped
-        // (a slot that still counts holds, or is shared, is kept).
-        let _forget = ForgetSlot {
+        let hold = self.hold(owner);
+        // Forgets the hold when this ends without a grant, also when the future is dropped
+        // (a hold that still has grants, or is shared, is kept).
+        let _forget = Forget {
             lock: self,
-            slot: &slot,
+            hold: &hold,
         };
-        self.acquire_slot(owner, &slot, deadline, wait, lease).await
+        self.acquire_hold(owner, &hold, deadline, wait, lease).await
     }
 
-    async fn acquire_slot(
+    async fn acquire_hold(
         &self,
         owner: LockOwner,
-        slot: &Arc<Slot>,
+        hold: &Arc<Hold>,
         deadline: Option<Instant>,
         wait: Option<Duration>,
         lease: Option<Duration>,
@@ -606,13 +618,13 @@ impl<K: LockKind> Lock<K> {
         // A wait that ends without the lock leaves the queue (fair lock), however it ends.
         let mut leave = enqueue.then(|| QueueExit {
             lock: self,
-            field: &slot.field,
+            field: &hold.field,
             wait_ms,
             armed: true,
         });
         // Fast path: one script, no subscription.
         let ttl_ms = match self
-            .first_attempt(owner, slot, lease, wait_ms, enqueue)
+            .first_attempt(owner, hold, lease, wait_ms, enqueue)
             .await?
         {
             Attempt::Taken(guard) => return Ok(Some(disarm(&mut leave, guard))),
@@ -624,7 +636,7 @@ impl<K: LockKind> Lock<K> {
         let wait_channel = self
             .shared
             .kind
-            .wait_channel(&self.shared.channel, &slot.field);
+            .wait_channel(&self.shared.channel, &hold.field);
         let sub_timeout = inner.config.subscription_timeout().min(left);
         let channel = match inner.pubsub.subscribe(&wait_channel, sub_timeout).await {
             Ok(c) => c,
@@ -638,7 +650,7 @@ impl<K: LockKind> Lock<K> {
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pause = match self.attempt(owner, slot, lease, wait_ms, enqueue).await {
+            let pause = match self.attempt(owner, hold, lease, wait_ms, enqueue).await {
                 Ok(Attempt::Taken(guard)) => return Ok(Some(disarm(&mut leave, guard))),
                 Ok(Attempt::Held { ttl_ms }) => {
                     failures = 0;
@@ -683,7 +695,7 @@ impl<K: LockKind> Lock<K> {
     async fn first_attempt(
         &self,
         owner: LockOwner,
-        slot: &Arc<Slot>,
+        hold: &Arc<Hold>,
         lease: Option<Duration>,
         wait_ms: u64,
         enqueue: bool,
@@ -691,7 +703,7 @@ impl<K: LockKind> Lock<K> {
         let config = &self.client().inner.config;
         let mut tries = 0;
         loop {
-            match self.attempt(owner, slot, lease, wait_ms, enqueue).await {
+            match self.attempt(owner, hold, lease, wait_ms, enqueue).await {
                 Err(e)
                     if (e.is_redirect() || e.is_connection_error())
                         && tries + 1 < config.retry_attempts() =>
@@ -705,31 +717,38 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// One acquire script, under the owner's gate.
+    ///
+    /// The key's expiry is set to cover this grant *and* every grant the owner still has: a
+    /// re-entry with a shorter lease never shortens an outer hold (Redisson's script applies
+    /// the last lease, which silently ends a longer outer hold early).
     async fn attempt(
         &self,
         owner: LockOwner,
-        slot: &Arc<Slot>,
+        hold: &Arc<Hold>,
         lease: Option<Duration>,
         wait_ms: u64,
         enqueue: bool,
     ) -> Result<Attempt<K>> {
         let inner = &self.client().inner;
-        let lease_ms = millis(lease.unwrap_or(inner.config.watchdog_timeout()));
-        let mut gate = slot.gate().await;
-        self.settle(slot, &mut gate, lease_ms).await?;
+        let watchdog_ms = self.watchdog_ms();
+        let mut gate = hold.gate().await;
+        self.settle(hold, &mut gate).await?;
         let sent = Instant::now();
+        let own_ms = lease.map_or(watchdog_ms, millis);
+        let lease_ms = gate
+            .expiry_ms(sent, watchdog_ms, Some(own_ms))
+            .unwrap_or(own_ms);
         let inv = self
             .shared
             .kind
-            .acquire_script(&self.op(&slot.field, lease_ms, wait_ms), enqueue);
+            .acquire_script(&self.op(&hold.field, lease_ms, wait_ms), enqueue);
         let mut conn = inner.conn.clone();
-        let fallback = Some((gate.count, gate.watchdog_holds));
         let flight = InFlight {
             gate: &mut gate,
             lock: self,
-            slot,
+            hold,
             lease_ms,
-            fallback,
+            armed: true,
         };
         let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
         let reply = match reply {
@@ -743,26 +762,43 @@ impl<K: LockKind> Lock<K> {
         flight.settled();
         match self.shared.kind.parse_acquire(&reply) {
             Some(Acquire::Taken { count, token }) => {
-                if count <= gate.count {
+                if count <= gate.count() {
                     // Redis forgot earlier holds (expired, force-unlocked, restarted): they are
                     // lost, and their guards must not release this new hold.
-                    slot.lose_gated(&mut gate);
+                    hold.lose_gated(&mut gate);
                 }
-                gate.count = count;
+                let grant_lease = match lease {
+                    Some(l) => Lease::Fixed {
+                        deadline: later(sent, l),
+                    },
+                    None => Lease::Watchdog,
+                };
+                let id = gate.taken(grant_lease);
                 if lease.is_none() {
-                    gate.watchdog_holds += 1;
-                    slot.set_watchdog(&gate);
+                    hold.set_watchdog(&gate);
                     // The lease was (re)applied no earlier than the script was sent.
-                    slot.renewed(sent);
+                    hold.renewed(sent);
                     inner.watchdog_wake.notify_one();
                 }
-                let epoch = gate.epoch;
+                if count > gate.count() {
+                    // Holds this client does not know of: an acquire whose outcome was never
+                    // learned ran late (after its settle gave up). Adopting them would leave
+                    // the key held after the owner's last unlock; trim them now.
+                    tracing::debug!(lock = %self.name(), found = count, known = gate.count(), "trimming holds of an unknown acquire");
+                    gate.unknown();
+                    if let Err(e) = self.settle(hold, &mut gate).await {
+                        tracing::debug!(lock = %self.name(), error = %e, "trim failed; retried later");
+                        self.spawn_settle(hold.clone(), lease_ms);
+                    }
+                }
+                let epoch = gate.epoch();
                 drop(gate);
                 Ok(Attempt::Taken(LockGuard::new(
                     self.with_owner(owner),
-                    slot.clone(),
+                    hold.clone(),
                     epoch,
-                    lease.map(|l| (l, sent + l)),
+                    id,
+                    lease.map(|l| (l, later(sent, l))),
                     token,
                 )))
             }
@@ -774,52 +810,50 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
-    /// Releases one hold. `epoch`: the guard's epoch (`None` for owner-style unlock);
-    /// `watchdog_hold`: whether that hold was renewed by the watchdog; `lease`: its fixed lease.
-    /// `pending` is cleared once the release script is about to be sent: from then on a dropped
-    /// future completes the release in the background; before that, nothing was released.
+    /// Releases one grant: a guard's own, or the owner's latest. The key's expiry is set to
+    /// cover the grants that remain (not the released one's lease, and not the watchdog's
+    /// when only fixed leases remain). `pending` is cleared once the release script is about
+    /// to be sent: from then on a dropped future completes the release in the background;
+    /// before that, nothing was released.
     pub(crate) async fn release(
         &self,
-        slot: &Arc<Slot>,
-        epoch: Option<u64>,
-        watchdog_hold: bool,
-        lease: Option<Duration>,
+        hold: &Arc<Hold>,
+        target: Target,
         pending: &mut bool,
     ) -> Result<Release> {
         let inner = &self.client().inner;
-        let mut gate = slot.gate().await;
-        if epoch.is_some_and(|e| e != gate.epoch) {
-            return Ok(Release::NotHeld);
-        }
-        let watchdog_ms = millis(inner.config.watchdog_timeout());
-        self.settle(slot, &mut gate, watchdog_ms).await?;
-        let count_after = gate.count.saturating_sub(1);
-        let wd_after = if watchdog_hold {
-            gate.watchdog_holds.saturating_sub(1)
-        } else {
-            gate.watchdog_holds
-        }
-        .min(count_after);
-        // Holds that remain keep the watchdog lease if any of them is watched.
-        let lease_ms = if wd_after > 0 {
-            watchdog_ms
-        } else {
-            lease.map(millis).unwrap_or(watchdog_ms)
+        let mut gate = hold.gate().await;
+        self.settle(hold, &mut gate).await?;
+        let grant = match target {
+            Target::Grant { epoch, id } => {
+                if epoch != gate.epoch() {
+                    return Ok(Release::NotHeld);
+                }
+                match gate.take_grant(id) {
+                    Some(g) => Some(g),
+                    // Released already by an owner-style unlock.
+                    None => return Ok(Release::NotHeld),
+                }
+            }
+            Target::Latest => gate.take_latest(),
         };
+        let lease_ms = gate
+            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
+            .unwrap_or_else(|| self.watchdog_ms());
         let request_id = keys::request_id();
         let latch = keys::unlock_latch(self.name(), &request_id);
         let latch_ttl = millis(inner.config.latch_ttl());
         let flight = InFlight {
             gate: &mut gate,
             lock: self,
-            slot,
+            hold,
             lease_ms,
-            fallback: Some((count_after, wd_after)),
+            armed: true,
         };
         *pending = false;
         let mut attempt = 0;
         let reply = loop {
-            let op = self.op(&slot.field, lease_ms, 0);
+            let op = self.op(&hold.field, lease_ms, 0);
             let inv = self.shared.kind.release_script(&op, &latch, latch_ttl);
             let mut conn = inner.conn.clone();
             match inv.invoke_async::<Value>(&mut conn).await {
@@ -835,6 +869,10 @@ impl<K: LockKind> Lock<K> {
                 Err(e) if is_connection_error(&e) => return Err(e.into()),
                 Err(e) => {
                     flight.settled();
+                    // The script failed before changing anything (e.g. WRONGTYPE).
+                    if let Some(g) = grant {
+                        gate.restore(g);
+                    }
                     return Err(from_script(self.name(), e));
                 }
             }
@@ -842,18 +880,15 @@ impl<K: LockKind> Lock<K> {
         flight.settled();
         let outcome = self.shared.kind.parse_release(&reply);
         match outcome {
-            Some(Release::NotHeld) => slot.lose_gated(&mut gate),
-            Some(Release::StillHeld) if count_after > 0 => {
-                gate.count = count_after;
-                gate.watchdog_holds = wd_after;
-            }
+            Some(Release::NotHeld) => hold.lose_gated(&mut gate),
+            Some(Release::StillHeld) if gate.count() > 0 => {}
             // The last hold is gone: end the epoch, so a stale guard of this owner (one that
             // was detached and released owner-style) can never release a later hold. (A read
             // release says "still held" when other readers keep the lock.)
-            Some(Release::StillHeld | Release::Released) => slot.lose_gated(&mut gate),
+            Some(Release::StillHeld | Release::Released) => hold.lose_gated(&mut gate),
             None => {}
         }
-        slot.set_watchdog(&gate);
+        hold.set_watchdog(&gate);
         drop(gate);
         if matches!(outcome, Some(Release::Released | Release::StillHeld)) {
             self.delete_latch(latch);
@@ -871,38 +906,77 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    /// Re-applies a grant's lease from now (MultiLock, once every member is taken): a fixed
+    /// grant's deadline moves to now + `lease`, and the key gets the expiry that covers every
+    /// grant the owner still has, by an owner-checked `PEXPIRE`. `Ok(false)`: the hold is gone.
+    pub(crate) async fn reapply_lease(
+        &self,
+        hold: &Arc<Hold>,
+        epoch: u64,
+        id: GrantId,
+        lease: Option<Duration>,
+    ) -> Result<bool> {
+        let mut gate = hold.gate().await;
+        if gate.epoch() != epoch {
+            return Ok(false);
+        }
+        let sent = Instant::now();
+        if let Some(l) = lease {
+            gate.set_deadline(id, later(sent, l));
+        }
+        let watchdog_ms = self.watchdog_ms();
+        let expiry_ms = gate
+            .expiry_ms(sent, watchdog_ms, None)
+            .unwrap_or(watchdog_ms);
+        let mut conn = self.client().inner.conn.clone();
+        let set: i64 = scripts::expire(self.name(), &hold.field, expiry_ms)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        if set == 0 {
+            hold.lose_gated(&mut gate);
+        } else if lease.is_none() {
+            hold.renewed(sent);
+        }
+        Ok(set == 1)
+    }
+
     /// The latch only matters while the unlock might be retried: it is deleted shortly after,
     /// in a batch (Redisson sends one `DEL` per unlock); its PX bounds it if that is lost.
     fn delete_latch(&self, latch: String) {
         self.client().inner.latches.delete(latch);
     }
 
-    /// Brings Redis back to the count the gate knows when an earlier outcome was unknown.
-    async fn settle(&self, slot: &Slot, gate: &mut Gate, lease_ms: u64) -> Result<()> {
-        if !gate.dirty {
+    /// Brings Redis back to the grants the gate knows when an earlier outcome was unknown.
+    async fn settle(&self, hold: &Hold, gate: &mut Gate) -> Result<()> {
+        if !gate.is_dirty() {
             return Ok(());
         }
+        let watchdog_ms = self.watchdog_ms();
+        let lease_ms = gate
+            .expiry_ms(Instant::now(), watchdog_ms, None)
+            .unwrap_or(watchdog_ms);
         let mut conn = self.client().inner.conn.clone();
-        let op = self.op(&slot.field, lease_ms, 0);
+        let op = self.op(&hold.field, lease_ms, 0);
         let found: i64 = self
             .shared
             .kind
-            .trim_script(&op, gate.count)
+            .trim_script(&op, gate.count())
             .invoke_async(&mut conn)
             .await
             .map_err(|e| from_script(self.name(), e))?;
-        gate.dirty = false;
-        if found < i64::from(gate.count) {
+        gate.settled();
+        if found < i64::from(gate.count()) {
             // Some holds we counted are gone from Redis.
-            slot.lose_gated(gate);
+            hold.lose_gated(gate);
         }
         // When the trim freed the lock, its message wakes the waiters.
-        slot.set_watchdog(gate);
+        hold.set_watchdog(gate);
         Ok(())
     }
 
-    /// Settles a dirty slot in the background (after a cancelled or failed script).
-    fn spawn_settle(&self, slot: Arc<Slot>, lease_ms: u64) {
+    /// Settles a dirty hold in the background (after a cancelled or failed script).
+    fn spawn_settle(&self, hold: Arc<Hold>, lease_ms: u64) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(lock = %self.name(), "no tokio runtime: the unknown hold is settled by the next operation or its lease");
             return;
@@ -912,18 +986,19 @@ impl<K: LockKind> Lock<K> {
             let config = lock.client().config().clone();
             // Retry while the unknown hold may still be alive in Redis: for its lease. Past
             // that, an owner left with no hold has nothing renewing it, so it has expired and
-            // the slot can go (before, a slot dirtied during an outage longer than the retries
-            // stayed in the client's map for good).
+            // the hold can go (before, a hold dirtied during an outage longer than the retries
+            // stayed in the client's map for good). Should the unknown acquire still run
+            // later, the owner's next acquire finds more holds than it knows and trims them.
             let give_up = Instant::now() + Duration::from_millis(lease_ms);
             let mut attempt = 0;
             loop {
-                let mut gate = slot.gate().await;
-                match lock.settle(&slot, &mut gate, lease_ms).await {
+                let mut gate = hold.gate().await;
+                match lock.settle(&hold, &mut gate).await {
                     Ok(()) => break,
                     Err(e) if e.is_connection_error() => {
                         if Instant::now() >= give_up {
-                            if gate.count == 0 {
-                                gate.dirty = false;
+                            if gate.count() == 0 {
+                                gate.settled();
                             }
                             tracing::debug!(lock = %lock.name(), error = %e, "unknown hold not settled; its lease has run out");
                             break;
@@ -938,21 +1013,21 @@ impl<K: LockKind> Lock<K> {
                     }
                 }
             }
-            lock.client().inner.holds.release_slot(&slot);
+            lock.client().inner.holds.forget(&hold);
         });
     }
 }
 
-/// Drops an acquisition's slot from the client's map when the acquisition ends, however it
-/// ends; [`Holds::release_slot`](crate::holds::Holds::release_slot) keeps slots still in use.
-struct ForgetSlot<'a, K: LockKind> {
+/// Forgets an acquisition's hold in the client's map when the acquisition ends, however it
+/// ends; [`Holds::forget`](crate::holds::Holds::forget) keeps holds still in use.
+struct Forget<'a, K: LockKind> {
     lock: &'a Lock<K>,
-    slot: &'a Arc<Slot>,
+    hold: &'a Arc<Hold>,
 }
 
-impl<K: LockKind> Drop for ForgetSlot<'_, K> {
+impl<K: LockKind> Drop for Forget<'_, K> {
     fn drop(&mut self) {
-        self.lock.client().inner.holds.release_slot(self.slot);
+        self.lock.client().inner.holds.forget(self.hold);
     }
 }
 
@@ -1003,15 +1078,12 @@ fn epoch_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Longest explicit lease: 100 years (longer ones overflow clocks and mean "forever" anyway).
-const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
 fn check_lease(lease: Duration) -> Result<()> {
     if lease.is_zero() {
         Err(LockError::InvalidArgument(
             "lease must be non-zero (use lock() for a watchdog-renewed lease)",
         ))
-    } else if lease > MAX_LEASE {
+    } else if lease > MAX_DURATION {
         Err(LockError::InvalidArgument(
             "lease must be at most 100 years",
         ))

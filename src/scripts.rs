@@ -24,6 +24,7 @@ scripts! {
     LOCK => "lock.lua",
     UNLOCK => "unlock.lua",
     RENEW => "renew.lua",
+    EXPIRE => "expire.lua",
     FORCE_UNLOCK => "force_unlock.lua",
     TRIM => "trim.lua",
     FENCED_LOCK => "fenced_lock.lua",
@@ -93,6 +94,13 @@ pub(crate) fn renew<'a, 'k>(
     for (key, field) in locks {
         inv.key(key).arg(field);
     }
+    inv
+}
+
+/// Owner-checked exact `PEXPIRE` (see `lua/expire.lua`).
+pub(crate) fn expire<'a>(key: &str, field: &str, expiry_ms: u64) -> ScriptInvocation<'a> {
+    let mut inv = EXPIRE.prepare_invoke();
+    inv.key(key).arg(expiry_ms).arg(field);
     inv
 }
 
@@ -347,7 +355,8 @@ mod tests {
         let pinned = [
             ("lock.lua", "0b13298217aa66a6663ca8530ea763c3d434ae50"),
             ("unlock.lua", "befa8dddca0ccedf9c31c23d191cc419a6344567"),
-            ("renew.lua", "9c5aa92ab0197ce75f9595adfd2094055ffb83ef"),
+            ("renew.lua", "80e26ac9a2f45730c658795c90023a70d74d2bc2"),
+            ("expire.lua", "6bc1abcab0c540f2360887099bc2ea72c836174c"),
             (
                 "force_unlock.lua",
                 "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb",

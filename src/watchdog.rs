@@ -16,7 +16,7 @@ use redis::Value;
 
 use crate::client::ClientInner;
 use crate::config::millis;
-use crate::holds::Slot;
+use crate::holds::Hold;
 use crate::keys::hash_slot;
 use crate::raw::Renewal;
 use crate::scripts;
@@ -67,8 +67,8 @@ pub(crate) async fn renew_all(client: &ClientInner) {
         .into_iter()
         .partition(|s| matches!(s.renewal, Renewal::Hash));
     // On a cluster every script must touch one hash slot: group by slot first.
-    let groups: Vec<Vec<Arc<Slot>>> = if client.conn.is_cluster() {
-        let mut by_slot: std::collections::BTreeMap<(bool, u16), Vec<Arc<Slot>>> =
+    let groups: Vec<Vec<Arc<Hold>>> = if client.conn.is_cluster() {
+        let mut by_slot: std::collections::BTreeMap<(bool, u16), Vec<Arc<Hold>>> =
             std::collections::BTreeMap::new();
         for s in hashes.into_iter().chain(reads) {
             let read = matches!(s.renewal, Renewal::Read { .. });
@@ -128,7 +128,7 @@ pub(crate) async fn renew_all(client: &ClientInner) {
 }
 
 /// Holds not renewed for a whole lease are gone from Redis (or about to be): report them.
-fn expire_unrenewed(chunk: &[Arc<Slot>], epochs: &[u64], lease: Duration) {
+fn expire_unrenewed(chunk: &[Arc<Hold>], epochs: &[u64], lease: Duration) {
     let now = Instant::now();
     for (slot, &epoch) in chunk.iter().zip(epochs) {
         if now.duration_since(slot.renewed_at()) >= lease && slot.lose(epoch) {

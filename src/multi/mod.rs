@@ -13,20 +13,16 @@ use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use redis::Value;
 
 use crate::config::millis;
 use crate::error::{LockError, Result};
-use crate::{scripts, RLock, RLockGuard};
+use crate::time::{drift, later, MAX_DURATION};
+use crate::{RLock, RLockGuard};
 
 /// Budget of one round of [`MultiLock::lock`] per member (Redisson's `baseWaitTime`).
 const BASE_WAIT_PER_LOCK: Duration = Duration::from_millis(1500);
 /// Upper bound of the random pause between two rounds, so contenders fall out of step.
 const MAX_ROUND_PAUSE: Duration = Duration::from_millis(50);
-/// Fixed part of the clock drift allowance (Redis expires keys with 1 ms precision).
-const DRIFT_FIXED: Duration = Duration::from_millis(2);
-/// Longest lease accepted (and longest lease a member is taken with).
-const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Redisson's `RedissonRedLock`: a [`MultiLock`] that needs a majority of its members.
 ///
@@ -398,7 +394,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
                 "lease must be non-zero (use lock() for watchdog-renewed leases)",
             ));
         }
-        if lease.is_some_and(|l| l > MAX_LEASE) {
+        if lease.is_some_and(|l| l > MAX_DURATION) {
             return Err(LockError::InvalidArgument(
                 "lease must not exceed 100 years",
             ));
@@ -488,7 +484,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
         // Members taken early must outlive the round; the caller's lease is re-applied at the end.
         let member_lease = lease.map(|l| {
             l.max(budget.saturating_add(slowest).saturating_mul(2))
-                .min(MAX_LEASE)
+                .min(MAX_DURATION)
         });
 
         // Phase 1: every member at once, no waiting.
@@ -559,7 +555,8 @@ impl<P: QuorumPolicy> MultiLock<P> {
         let n = self.locks.len();
         let required = self.required();
         let sent = Instant::now();
-        let checks = join_all(guards.iter().map(|(i, g)| {
+        let mut guards = guards;
+        let checks = join_all(guards.iter_mut().map(|(i, g)| {
             let member_lease =
                 lease.unwrap_or_else(|| g.lock().client().config().watchdog_timeout());
             let timeout = timeouts.get(*i).copied().unwrap_or(Duration::from_secs(1));
@@ -568,13 +565,10 @@ impl<P: QuorumPolicy> MultiLock<P> {
         .await;
         let mut kept = Vec::new();
         let mut valid_until = Vec::new();
-        for ((i, mut g), (member_lease, check)) in guards.into_iter().zip(checks) {
+        for ((i, g), (member_lease, check)) in guards.into_iter().zip(checks) {
             match check {
                 Ok(true) => {
-                    if let Some(l) = lease {
-                        g.reset_lease(l, later(sent, l));
-                    }
-                    let drift = member_lease / 100 + DRIFT_FIXED;
+                    let drift = drift(member_lease);
                     let deadline = later(sent, member_lease);
                     valid_until.push(deadline.checked_sub(drift).unwrap_or(sent));
                     kept.push((i, g));
@@ -613,11 +607,6 @@ impl<P: QuorumPolicy> MultiLock<P> {
             }
         }
     }
-}
-
-/// `t + d`, saturating at `t` plus [`MAX_LEASE`] (leases are capped there).
-fn later(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d.min(MAX_LEASE)).unwrap_or(t)
 }
 
 fn held(nodes: &[Node]) -> usize {
@@ -659,33 +648,15 @@ async fn take(lock: &RLock, wait: Duration, lease: Option<Duration>, timeout: Du
     }
 }
 
-/// Owner-checked `PEXPIRE` of one member (the watchdog's renewal script): `Ok(false)` when the
-/// member is no longer ours.
-async fn reapply(guard: &RLockGuard, lease: Duration, timeout: Duration) -> Result<bool> {
-    let lock = guard.lock();
-    let client = lock.client();
-    let field = guard.owner().field(client.id());
-    let invocation = scripts::renew(millis(lease), [(lock.name(), field.as_str())]);
-    let mut conn = client.inner.conn.clone();
-    let reply = tokio::time::timeout(timeout, invocation.invoke_async::<Value>(&mut conn))
+/// Re-applies a member's lease from now (owner-checked `PEXPIRE` covering the owner's holds):
+/// `Ok(false)` when the member is no longer ours.
+async fn reapply(guard: &mut RLockGuard, lease: Duration, timeout: Duration) -> Result<bool> {
+    tokio::time::timeout(timeout, guard.reapply_lease(lease))
         .await
         .map_err(|_| LockError::Timeout {
             what: "re-applying the lease to a member lock (node timeout)",
             waited: timeout,
-        })??;
-    match &reply {
-        Value::Array(v) => match v.as_slice() {
-            [Value::Int(renewed)] => Ok(*renewed == 1),
-            _ => Err(LockError::UnexpectedReply {
-                key: lock.name().to_owned(),
-                reply: format!("{reply:?}"),
-            }),
-        },
-        other => Err(LockError::UnexpectedReply {
-            key: lock.name().to_owned(),
-            reply: format!("{other:?}"),
-        }),
-    }
+        })?
 }
 
 /// Gives members back concurrently and waits until they are released. Each release runs in its
