@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Mutant table: injects realistic bugs one at a time and checks that a named test catches each.
+
+Each mutant replaces one exact snippet of the library (it must occur exactly once, so a refactor
+that moves the code makes the mutant fail loudly instead of silently testing nothing), builds,
+and runs the tests that should kill it. A mutant is KILLED when those tests fail, SURVIVED when
+they pass (a hole in the suite). The work happens in a throwaway git worktree of HEAD, so the
+checkout is never touched.
+
+    scripts/mutants              # every mutant (about 15-25 min on 2 cores)
+    scripts/mutants reentry      # the mutants whose id contains "reentry"
+    scripts/mutants --list       # the table only
+
+Exit status: 0 when every selected mutant was killed, 1 otherwise.
+Results are documented in docs/reliability.md ("Mutant table").
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+# (id, file, snippet, replacement, cargo test arguments, the bug in words)
+MUTANTS = [
+    (
+        "reentry-lease",
+        "src/lock/engine.rs",
+        """        let lease_ms = gate
+            .expiry_ms(sent, watchdog_ms, Some(own_ms))
+            .unwrap_or(own_ms);""",
+        """        let lease_ms = own_ms;""",
+        ["--test", "leases", "a_shorter_reentry_never_shortens"],
+        "re-entry applies its own lease (Redisson's rule): a shorter inner lease ends the outer hold",
+    ),
+    (
+        "release-lease",
+        "src/lock/engine.rs",
+        """        let lease_ms = gate
+            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
+            .unwrap_or_else(|| self.watchdog_ms());""",
+        """        let lease_ms = self.watchdog_ms();""",
+        ["--test", "leases", "releasing_a_watchdog_hold"],
+        "a release re-applies the watchdog lease whatever the remaining holds need",
+    ),
+    (
+        "owner-unlock-lease",
+        "src/lock/engine.rs",
+        """        let lease_ms = gate
+            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
+            .unwrap_or_else(|| self.watchdog_ms());""",
+        """        let lease_ms = grant
+            .and_then(|g| match g.lease {
+                Lease::Fixed { deadline } => Some(millis(deadline.saturating_duration_since(Instant::now()))),
+                Lease::Watchdog => None,
+            })
+            .unwrap_or_else(|| self.watchdog_ms());""",
+        ["--test", "leases", "owner_style_unlock_keeps"],
+        "a release re-applies the released hold's lease instead of the remaining holds'",
+    ),
+    (
+        "renew-shortens",
+        "lua/renew.lua",
+        """        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[1]) then""",
+        """        if true then""",
+        ["--test", "leases", "a_watchdog_renewal_never_shortens"],
+        "the watchdog renewal sets the lease outright, cutting a longer fixed hold short",
+    ),
+    (
+        "phantom-adopted",
+        "src/lock/engine.rs",
+        """                if count > gate.count() {""",
+        """                if false {""",
+        ["--test", "leases", "holds_of_a_late_unknown_acquire"],
+        "an acquire adopts holds of a late unknown acquire (key held after the last unlock)",
+    ),
+    (
+        "stale-guard-release",
+        "src/lock/engine.rs",
+        """                    None => return Ok(Release::NotHeld),""",
+        """                    None => gate.take_latest(),""",
+        ["--test", "leases", "a_guard_whose_hold_was_released"],
+        "a guard whose hold was released owner-style releases another hold",
+    ),
+    (
+        "acquire-not-in-flight",
+        "src/lock/engine.rs",
+        """            lease_ms,
+            armed: true,
+        };
+        let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;""",
+        """            lease_ms,
+            armed: false,
+        };
+        let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;""",
+        ["--test", "cancellation"],
+        "a cancelled acquire whose script may have run is not trimmed back",
+    ),
+    (
+        "lost-not-reported",
+        "src/watchdog.rs",
+        """                    } else if slot.lose(epoch) {""",
+        """                    } else if false && slot.lose(epoch) {""",
+        ["--test", "rlock", "--test", "faults"],
+        "a renewal that finds the hold gone is not reported to the guard",
+    ),
+]
+
+def run(cmd, cwd, env=None, quiet=True):
+    out = subprocess.DEVNULL if quiet else None
+    return subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=out).returncode
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--list" in sys.argv:
+        for m in MUTANTS:
+            print(f"{m[0]:28} {m[1]:24} {' '.join(m[4]):50} {m[5]}")
+        return 0
+    selected = [m for m in MUTANTS if not args or any(a in m[0] for a in args)]
+    root = subprocess.check_output(["git", "rev-parse", "--show-toplevel"], text=True).strip()
+    work = tempfile.mkdtemp(prefix="mutants-")
+    tree = os.path.join(work, "tree")
+    subprocess.check_call(["git", "worktree", "add", "--detach", "-q", tree, "HEAD"], cwd=root)
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(root, "target", "mutants"))
+    results = []
+    try:
+        print("building the unmutated tree once...", flush=True)
+        if run(["cargo", "test", "--no-run", "--all-targets", "-q"], tree, env) != 0:
+            print("the unmutated tree does not build", file=sys.stderr)
+            return 2
+        for mid, path, old, new, test, what in selected:
+            subprocess.check_call(["git", "checkout", "-q", "--", "."], cwd=tree)
+            target = os.path.join(tree, path)
+            text = open(target).read()
+            if text.count(old) != 1:
+                results.append((mid, "STALE (snippet not found once)", test, what))
+                print(f"{mid}: snippet not found exactly once in {path}", flush=True)
+                continue
+            open(target, "w").write(text.replace(old, new))
+            started = time.time()
+            code = run(["cargo", "test", "-q"] + test, tree, env)
+            verdict = "killed" if code != 0 else "SURVIVED"
+            results.append((mid, verdict, test, what))
+            print(f"{mid}: {verdict} ({time.time() - started:.0f} s)", flush=True)
+    finally:
+        subprocess.call(["git", "worktree", "remove", "--force", tree], cwd=root)
+        shutil.rmtree(work, ignore_errors=True)
+    print()
+    print("| mutant | bug injected | caught by | verdict |")
+    print("|---|---|---|---|")
+    for mid, verdict, test, what in results:
+        print(f"| `{mid}` | {what} | `cargo test {' '.join(test)}` | {verdict} |")
+    return 0 if all(r[1] == "killed" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

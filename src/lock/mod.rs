@@ -1,0 +1,517 @@
+//! The lock handle: [`Lock<K>`], the public, documented face of the one lock algorithm.
+//! The algorithm itself (acquire, wait, release, settle) is in [`engine`]; lock kinds
+//! ([`LockKind`]) only supply scripts.
+
+mod engine;
+
+pub(crate) use engine::Target;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use crate::client::Client;
+use crate::error::{from_script, LockError, Result};
+use crate::guard::LockGuard;
+use crate::owner::LockOwner;
+use crate::raw::{LockKind, Release};
+use crate::time::MAX_DURATION;
+
+/// A distributed lock of kind `K`; [`RLock`](crate::RLock) is `Lock<Reentrant>`.
+///
+/// A `Lock` is a cheap handle (an `Arc`): clone it, share it, or create a new one per use with
+/// [`Client::get_lock`]. State lives in Redis and in the client, never in the handle.
+///
+/// # Owners and reentrancy
+///
+/// Operations act for the [`LockOwner::current`] owner (the current tokio task) unless the
+/// handle was bound to an explicit owner with [`Lock::with_owner`]. The same owner locking
+/// again re-enters: the hold count goes up and every hold must be released.
+///
+/// # Redisson compatibility
+///
+/// Wire-compatible with Java `RLock` on the same name: they exclude each other, wake each
+/// other's waiters, and renew leases the same way. See [`Reentrant`](crate::Reentrant) for the
+/// keys and channels touched.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// use std::time::Duration;
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let lock = client.get_lock("inventory");
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2)).await? {
+///     // ... critical section, renewed by the watchdog ...
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Lock<K: LockKind> {
+    shared: Arc<Shared<K>>,
+    owner: Option<LockOwner>,
+}
+
+struct Shared<K> {
+    client: Client,
+    name: String,
+    channel: String,
+    kind: K,
+}
+
+impl<K: LockKind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            shared: self.shared.clone(),
+            owner: self.owner,
+        }
+    }
+}
+
+impl<K: LockKind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.shared.name)
+            .field("kind", &self.shared.kind)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// Remaining time to live of a lock key, from [`Lock::remain_time_to_live`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockTtl {
+    /// The lock is not held (Redis `PTTL` -2).
+    NotLocked,
+    /// The lock is held with no expiry (`PTTL` -1; only a foreign client does that).
+    NoExpiry,
+    /// The lock expires in this much time unless renewed.
+    Expires(Duration),
+}
+
+impl<K: LockKind> Lock<K> {
+    pub(crate) fn new(client: Client, name: String, kind: K) -> Self {
+        let channel = kind.channel(&name);
+        Lock {
+            shared: Arc::new(Shared {
+                client,
+                name,
+                channel,
+                kind,
+            }),
+            owner: None,
+        }
+    }
+
+    /// The lock name (its Redis key).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The client this lock belongs to.
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// A handle on the same lock that acts for `owner` instead of the current task, so that
+    /// several tasks can share one hold (Redisson's `*Async(..., threadId)` overloads).
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockOwner;
+    /// let lock = client.get_lock("jobs").with_owner(LockOwner::new(7));
+    /// let guard = lock.lock().await?;
+    /// let lock2 = lock.clone();
+    /// // Another task re-enters the same hold.
+    /// tokio::spawn(async move { lock2.lock().await?.unlock().await }).await.ok();
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(&self, owner: LockOwner) -> Self {
+        Lock {
+            shared: self.shared.clone(),
+            owner: Some(owner),
+        }
+    }
+
+    /// The owner operations on this handle act for: the bound owner, else the current task.
+    pub fn owner(&self) -> LockOwner {
+        self.owner.unwrap_or_else(LockOwner::current)
+    }
+
+    /// Locks, waiting as long as it takes; the lease is renewed by the watchdog until the guard
+    /// is released (Redisson's `lock()`).
+    ///
+    /// Waiters sleep on the lock's unlock channel and are woken by the release message, or when
+    /// the holder's lease runs out (expiry publishes nothing, so each wait is bounded by the
+    /// holder's TTL).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future at any point leaves no hold and no renewal behind. A
+    /// hold that may have been taken is trimmed back in the background, keyed to this owner's
+    /// known hold count, so a cancelled re-entry never removes an earlier hold.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock, [`LockError::InvalidArgument`] for an
+    /// empty name, [`LockError::Timeout`] if subscribing to the unlock channel takes longer than
+    /// the subscription timeout, and connection errors (after riding out
+    /// `retry_attempts` consecutive failures while waiting).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<LockGuard<K>> {
+        self.acquire(None, None).await?.ok_or(LockError::Timeout {
+            what: "lock",
+            waited: Duration::MAX,
+        })
+    }
+
+    /// Locks with a fixed lease: the lock expires `lease` after it was taken unless released
+    /// first; no watchdog (Redisson's `lock(leaseTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`], and [`LockError::InvalidArgument`] for a zero lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock.lock_with_lease(Duration::from_secs(5)).await?;
+    /// assert!(!guard.is_lost());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
+        check_lease(lease)?;
+        self.acquire(None, Some(lease))
+            .await?
+            .ok_or(LockError::Timeout {
+                what: "lock",
+                waited: Duration::MAX,
+            })
+    }
+
+    /// Takes the lock if it is free (or already ours) right now, without waiting; watchdog
+    /// lease. `Ok(None)` means another owner holds it (Redisson's `tryLock()`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// match lock.try_lock().await? {
+    ///     Some(guard) => guard.unlock().await?,
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(Duration::ZERO), None).await
+    }
+
+    /// Waits at most `wait` for the lock; watchdog lease. `Ok(None)` when the wait ran out
+    /// (Redisson's `tryLock(waitTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`]; running out of `wait` is `Ok(None)`, not an error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
+        self.acquire(Some(wait), None).await
+    }
+
+    /// Waits at most `wait` for the lock, then holds it with a fixed `lease`
+    /// (Redisson's `tryLock(waitTime, leaseTime, unit)`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::try_lock_for`], and [`LockError::InvalidArgument`] for a zero lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let guard = lock.try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10)).await?;
+    /// if let Some(guard) = guard {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard<K>>> {
+        check_lease(lease)?;
+        self.acquire(Some(wait), Some(lease)).await
+    }
+
+    /// Releases one hold of the current owner, Redisson style (`unlock()`), for code that keeps
+    /// holds without guards ([`LockGuard::detach`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a release that may have been sent is completed in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotOwner`] when the owner holds nothing (nothing is changed), and connection
+    /// errors after `retry_attempts` tries (the release is then completed in the background).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// lock.lock().await?.detach();
+    /// lock.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(&self) -> Result<()> {
+        self.check_name()?;
+        let owner = self.owner();
+        let hold = self.hold(owner);
+        let r = self.release(&hold, Target::Latest, &mut true).await;
+        self.client().inner.holds.forget(&hold);
+        match r? {
+            Release::NotHeld => Err(LockError::NotOwner {
+                name: self.name().to_owned(),
+                field: self.field(owner),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes a waiter (Redisson's `forceUnlock`).
+    /// Returns whether there was a lock to delete.
+    ///
+    /// Guards of the deleted holds in this client are told they are lost at their next renewal
+    /// or release.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the delete either ran or did not.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] when the key exists but is not a lock (it is left alone), and
+    /// connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let deleted = lock.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let op = self.op("", 0, 0);
+        let reply: i64 = self
+            .shared
+            .kind
+            .force_unlock_script(&op)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
+        Ok(reply == 1)
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let busy = lock.is_locked().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        match self.shared.kind.is_locked_script(self.name()) {
+            Some(script) => {
+                let locked: i64 = script
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(|e| from_script(self.name(), e))?;
+                Ok(locked == 1)
+            }
+            None => Ok(conn.exists(self.name()).await?),
+        }
+    }
+
+    /// Whether the current owner holds the lock (Redisson's `isHeldByCurrentThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` (of this client) holds the lock (Redisson's `isHeldByThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockOwner;
+    /// let held = lock.is_held_by(LockOwner::new(7)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        conn.hexists(self.name(), self.field(owner))
+            .await
+            .map_err(|e| from_script(self.name(), e))
+    }
+
+    /// How many times the current owner holds the lock; 0 when it does not (Redisson's
+    /// `getHoldCount`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let count: Option<u32> = conn
+            .hget(self.name(), self.field(self.owner()))
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// Time left before the lock expires (Redisson's `remainTimeToLive`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockTtl;
+    /// if let LockTtl::Expires(left) = lock.remain_time_to_live().await? {
+    ///     println!("free in at most {left:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
+        self.check_name()?;
+        let mut conn = self.client().inner.conn.clone();
+        let ttl: i64 = conn.pttl(self.name()).await?;
+        Ok(match ttl {
+            -2 => LockTtl::NotLocked,
+            t if t < 0 => LockTtl::NoExpiry,
+            t => LockTtl::Expires(Duration::from_millis(t as u64)),
+        })
+    }
+}
+
+fn check_lease(lease: Duration) -> Result<()> {
+    if lease.is_zero() {
+        Err(LockError::InvalidArgument(
+            "lease must be non-zero (use lock() for a watchdog-renewed lease)",
+        ))
+    } else if lease > MAX_DURATION {
+        Err(LockError::InvalidArgument(
+            "lease must be at most 100 years",
+        ))
+    } else {
+        Ok(())
+    }
+}
