@@ -70,16 +70,16 @@ MUTANTS = [
     (
         "phantom-adopted",
         "src/lock/engine.rs",
-        """                if count > gate.count() {""",
-        """                if false {""",
+        """        if count > gate.count() {""",
+        """        if false {""",
         ["--test", "leases", "holds_of_a_late_unknown_acquire"],
         "an acquire adopts holds of a late unknown acquire (key held after the last unlock)",
     ),
     (
         "stale-guard-release",
         "src/lock/engine.rs",
-        """                    None => return Ok(Release::NotHeld),""",
-        """                    None => gate.take_latest(),""",
+        """gate.take_grant(id).map(Some).ok_or(Release::NotHeld)""",
+        """Ok(gate.take_grant(id).or_else(|| gate.take_latest()))""",
         ["--test", "leases", "a_guard_whose_hold_was_released"],
         "a guard whose hold was released owner-style releases another hold",
     ),
@@ -106,6 +106,21 @@ MUTANTS = [
         "a renewal that finds the hold gone is not reported to the guard",
     ),
 ]
+
+def targets(test):
+    """The `--test NAME` / `--lib` selectors of a test command (without name filters)."""
+    out, i = [], 0
+    while i < len(test):
+        if test[i] == "--test":
+            out += test[i : i + 2]
+            i += 2
+        elif test[i] == "--lib":
+            out.append("--lib")
+            i += 1
+        else:
+            i += 1
+    return out
+
 
 def run(cmd, cwd, env=None, quiet=True):
     out = subprocess.DEVNULL if quiet else None
@@ -140,6 +155,11 @@ def main():
                 continue
             open(target, "w").write(text.replace(old, new))
             started = time.time()
+            # A mutant that does not compile proves nothing: build first, then run.
+            if run(["cargo", "test", "-q", "--no-run"] + targets(test), tree, env) != 0:
+                results.append((mid, "BROKEN (does not compile)", test, what))
+                print(f"{mid}: does not compile", flush=True)
+                continue
             code = run(["cargo", "test", "-q"] + test, tree, env)
             verdict = "killed" if code != 0 else "SURVIVED"
             results.append((mid, verdict, test, what))

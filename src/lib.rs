@@ -17,6 +17,7 @@ mod multi;
 mod owner;
 mod pubsub;
 mod raw;
+mod retry;
 mod rwlock;
 mod scripts;
 mod time;

@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::config::Config;
 use crate::conn::SentinelConn;
 use crate::error::{LockError, Result};
+use crate::retry::Retry;
 
 /// Where the subscriber connects.
 pub(crate) enum Source {
@@ -307,6 +308,13 @@ fn live(shared: &Shared, name: &str) -> Option<Arc<Channel>> {
 }
 
 /// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
+/// Sleeps the reconnect pause (the subscriber retries for as long as the client lives).
+async fn backoff(retry: &mut Retry<'_>) {
+    if let Some(pause) = retry.pause() {
+        tokio::time::sleep(pause).await;
+    }
+}
+
 async fn run(
     shared: Weak<Shared>,
     source: Source,
@@ -317,15 +325,14 @@ async fn run(
     if commands.recv().await.is_none() {
         return;
     }
-    let mut attempt = 0u32;
+    let mut retry = Retry::forever(&config);
     let mut reconnect = false;
     loop {
         let mut conn = match SubConn::open(&source, &config).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(error = %e, "subscriber connection failed; retrying");
-                tokio::time::sleep(config.backoff(attempt)).await;
-                attempt = attempt.saturating_add(1);
+                backoff(&mut retry).await;
                 if shared.strong_count() == 0 {
                     return;
                 }
@@ -349,12 +356,11 @@ async fn run(
                 // subscription (an ACL without channel access) must not be hammered.
                 tracing::debug!(error = %e, "resubscribe failed; reconnecting");
                 drop(sh);
-                tokio::time::sleep(config.backoff(attempt)).await;
-                attempt = attempt.saturating_add(1);
+                backoff(&mut retry).await;
                 continue;
             }
         }
-        attempt = 0;
+        retry.reset();
         // After a reconnect every waiter retries at once: a release may have been missed. (On
         // the first connection nobody can have missed one: waiters try again once subscribed.)
         if reconnect {

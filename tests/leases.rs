@@ -171,6 +171,21 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
         assert!(!raw.exists::<_, bool>(name).await.unwrap());
     }
 
+    // Different leases: the hold that remains decides, not the one released.
+    let lock = client.get_lock("lease:mixed");
+    lock.lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap()
+        .detach();
+    lock.lock_with_lease(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .detach();
+    lock.unlock().await.unwrap(); // the latest: the 5 s hold
+    let t = pttl(&mut raw, "lease:mixed").await;
+    assert!(t > 55_000, "the 60 s hold remains, pttl is {t}");
+    lock.unlock().await.unwrap();
+
     // The same for the write lock.
     let rw = client.get_read_write_lock("lease:rw");
     let w = rw.write_lock();

@@ -8,20 +8,73 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::cleanup::{Forget, InFlight, QueueExit};
 use super::Lock;
 use crate::config::millis;
-use crate::error::{from_script, is_connection_error, is_redirect, LockError, Result};
+use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::guard::LockGuard;
-use crate::holds::{Gate, GrantId, Hold, Lease};
+use crate::holds::{Gate, Grant, GrantId, Hold, Lease};
 use crate::keys;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, LockKind, Op, Release};
+use crate::retry::Retry;
 use crate::scripts;
 use crate::time::later;
 
 enum Attempt<K: LockKind> {
     Taken(LockGuard<K>),
     Held { ttl_ms: i64 },
+}
+
+/// One acquisition as the caller asked for it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AcquireRequest {
+    /// Who acquires.
+    pub(crate) owner: LockOwner,
+    /// `None` waits forever, `Some(ZERO)` tries once.
+    pub(crate) wait: Option<Duration>,
+    /// `None`: the watchdog's lease, renewed until released.
+    pub(crate) lease: Option<Duration>,
+}
+
+/// What every attempt of one acquisition sends.
+#[derive(Clone, Copy)]
+struct Try<'a> {
+    owner: LockOwner,
+    hold: &'a Arc<Hold>,
+    lease: Option<Duration>,
+    /// How long a queued waiter may be absent (fair lock).
+    wait_ms: u64,
+    /// The caller is prepared to wait (the fair lock queues it).
+    enqueue: bool,
+}
+
+impl<'a> Try<'a> {
+    fn new<K: LockKind>(lock: &Lock<K>, req: &AcquireRequest, hold: &'a Arc<Hold>) -> Self {
+        // Redisson uses the wait budget when one is given, else the fair-lock wait timeout.
+        let wait_ms = match req.wait {
+            Some(w) if !w.is_zero() => millis(w),
+            _ => millis(lock.client().inner.config.fair_lock_wait_timeout()),
+        };
+        Try {
+            owner: req.owner,
+            hold,
+            lease: req.lease,
+            wait_ms,
+            enqueue: req.wait != Some(Duration::ZERO),
+        }
+    }
+}
+
+/// What an acquire script reported when it took the lock.
+struct Taken {
+    /// The owner's hold count in Redis now.
+    count: u32,
+    token: Option<i64>,
+    /// When the script was sent (leases count from then).
+    sent: Instant,
+    /// The expiry the script applied.
+    lease_ms: u64,
 }
 
 /// Which hold a release gives back.
@@ -31,33 +84,6 @@ pub(crate) enum Target {
     Grant { epoch: u64, id: GrantId },
     /// The owner's latest grant (Redisson-style `unlock()`).
     Latest,
-}
-
-/// Marks a hold count uncertain if the script in flight never reports back (the future is
-/// dropped, or the connection fails): the hold becomes dirty (Redis must be trimmed to the
-/// grants the gate knows) and a background task trims it.
-struct InFlight<'g, K: LockKind> {
-    gate: &'g mut Gate,
-    lock: &'g Lock<K>,
-    hold: &'g Arc<Hold>,
-    lease_ms: u64,
-    armed: bool,
-}
-
-impl<K: LockKind> InFlight<'_, K> {
-    fn settled(mut self) {
-        self.armed = false;
-    }
-}
-
-impl<K: LockKind> Drop for InFlight<'_, K> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.gate.unknown();
-            self.hold.set_watchdog(self.gate);
-            self.lock.spawn_settle(self.hold.clone(), self.lease_ms);
-        }
-    }
 }
 
 impl<K: LockKind> Lock<K> {
@@ -98,99 +124,87 @@ impl<K: LockKind> Lock<K> {
         millis(self.client().inner.config.watchdog_timeout())
     }
 
-    /// `wait`: `None` waits forever, `Some(ZERO)` tries once. `lease`: `None` = watchdog.
-    pub(super) async fn acquire(
-        &self,
-        wait: Option<Duration>,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard<K>>> {
+    /// Runs one acquisition: the fast path, then (when allowed to wait) the wait loop.
+    pub(super) async fn acquire(&self, req: AcquireRequest) -> Result<Option<LockGuard<K>>> {
         self.check_name()?;
-        let start = Instant::now();
         // A wait too long to represent is no deadline at all.
-        let deadline = wait.and_then(|w| start.checked_add(w));
-        let owner = self.owner();
-        let hold = self.hold(owner);
+        let deadline = req.wait.and_then(|w| Instant::now().checked_add(w));
+        let hold = self.hold(req.owner);
         // Forgets the hold when this ends without a grant, also when the future is dropped
         // (a hold that still has grants, or is shared, is kept).
         let _forget = Forget {
             lock: self,
             hold: &hold,
         };
-        self.acquire_hold(owner, &hold, deadline, wait, lease).await
-    }
-
-    async fn acquire_hold(
-        &self,
-        owner: LockOwner,
-        hold: &Arc<Hold>,
-        deadline: Option<Instant>,
-        wait: Option<Duration>,
-        lease: Option<Duration>,
-    ) -> Result<Option<LockGuard<K>>> {
-        let inner = &self.client().inner;
-        let enqueue = wait != Some(Duration::ZERO);
-        // How long a queued waiter may be absent (fair lock): Redisson uses the wait budget when
-        // one is given, else the fair-lock wait timeout.
-        let wait_ms = match wait {
-            Some(w) if !w.is_zero() => millis(w),
-            _ => millis(inner.config.fair_lock_wait_timeout()),
-        };
+        let try_ = Try::new(self, &req, &hold);
         // A wait that ends without the lock leaves the queue (fair lock), however it ends.
-        let mut leave = enqueue.then(|| QueueExit {
+        let mut leave = try_.enqueue.then(|| QueueExit {
             lock: self,
             field: &hold.field,
-            wait_ms,
+            wait_ms: try_.wait_ms,
             armed: true,
         });
         // Fast path: one script, no subscription.
-        let ttl_ms = match self
-            .first_attempt(owner, hold, lease, wait_ms, enqueue)
-            .await?
-        {
-            Attempt::Taken(guard) => return Ok(Some(disarm(&mut leave, guard))),
-            Attempt::Held { ttl_ms } => ttl_ms,
+        let taken = match self.first_attempt(&try_).await? {
+            Attempt::Taken(guard) => Some(guard),
+            Attempt::Held { ttl_ms } => match remaining(deadline) {
+                Some(left) => self.wait(&try_, deadline, left, ttl_ms).await?,
+                None => None,
+            },
         };
-        let Some(mut left) = remaining(deadline) else {
-            return Ok(None);
-        };
+        if taken.is_some() {
+            if let Some(e) = leave.as_mut() {
+                e.armed = false;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Subscribes to the kind's wait channel, then tries again each time a release message
+    /// arrives or the holder's TTL (as last seen) runs out, until taken or `deadline`.
+    async fn wait(
+        &self,
+        try_: &Try<'_>,
+        deadline: Option<Instant>,
+        left: Duration,
+        ttl_ms: i64,
+    ) -> Result<Option<LockGuard<K>>> {
+        let inner = &self.client().inner;
         let wait_channel = self
             .shared
             .kind
-            .wait_channel(&self.shared.channel, &hold.field);
+            .wait_channel(&self.shared.channel, &try_.hold.field);
         let sub_timeout = inner.config.subscription_timeout().min(left);
         let channel = match inner.pubsub.subscribe(&wait_channel, sub_timeout).await {
             Ok(c) => c,
             Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut failures = 0u32;
+        let mut retry = Retry::attempts(&inner.config);
         let mut last_ttl = ttl_ms;
         loop {
             // Register for wake-ups *before* trying, so a release in between is not missed.
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pause = match self.attempt(owner, hold, lease, wait_ms, enqueue).await {
-                Ok(Attempt::Taken(guard)) => return Ok(Some(disarm(&mut leave, guard))),
+            let pause = match self.attempt(try_).await {
+                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
                 Ok(Attempt::Held { ttl_ms }) => {
-                    failures = 0;
+                    retry.reset();
                     last_ttl = ttl_ms;
                     // A negative TTL (no expiry) waits for a message only.
                     (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64))
                 }
-                Err(e)
-                    if (e.is_connection_error() || e.is_redirect())
-                        && failures + 1 < inner.config.retry_attempts() =>
-                {
-                    tracing::debug!(lock = %self.name(), error = %e, "acquire failed; retrying");
-                    failures += 1;
-                    Some(inner.config.backoff(failures - 1))
-                }
-                Err(e) => return Err(e),
+                Err(e) => match retry.pause_after(&e) {
+                    Some(p) => {
+                        tracing::debug!(lock = %self.name(), error = %e, "acquire failed; retrying");
+                        Some(p)
+                    }
+                    None => return Err(e),
+                },
             };
-            left = match remaining(deadline) {
-                Some(l) => l,
-                None => return Ok(None),
+            let Some(left) = remaining(deadline) else {
+                return Ok(None);
             };
             let pause = match (pause, deadline) {
                 (Some(p), Some(_)) => Some(p.min(left)),
@@ -212,25 +226,11 @@ impl<K: LockKind> Lock<K> {
     /// (the slot map is being refreshed), and after a connection error the next try first trims
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
-    async fn first_attempt(
-        &self,
-        owner: LockOwner,
-        hold: &Arc<Hold>,
-        lease: Option<Duration>,
-        wait_ms: u64,
-        enqueue: bool,
-    ) -> Result<Attempt<K>> {
-        let config = &self.client().inner.config;
-        let mut tries = 0;
+    async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt<K>> {
+        let mut retry = Retry::attempts(&self.client().inner.config);
         loop {
-            match self.attempt(owner, hold, lease, wait_ms, enqueue).await {
-                Err(e)
-                    if (e.is_redirect() || e.is_connection_error())
-                        && tries + 1 < config.retry_attempts() =>
-                {
-                    tokio::time::sleep(config.backoff(tries)).await;
-                    tries += 1;
-                }
+            match self.attempt(try_).await {
+                Err(e) if retry.again(&e).await => {}
                 r => return r,
             }
         }
@@ -241,14 +241,14 @@ impl<K: LockKind> Lock<K> {
     /// The key's expiry is set to cover this grant *and* every grant the owner still has: a
     /// re-entry with a shorter lease never shortens an outer hold (Redisson's script applies
     /// the last lease, which silently ends a longer outer hold early).
-    async fn attempt(
-        &self,
-        owner: LockOwner,
-        hold: &Arc<Hold>,
-        lease: Option<Duration>,
-        wait_ms: u64,
-        enqueue: bool,
-    ) -> Result<Attempt<K>> {
+    async fn attempt(&self, try_: &Try<'_>) -> Result<Attempt<K>> {
+        let Try {
+            hold,
+            lease,
+            wait_ms,
+            enqueue,
+            ..
+        } = *try_;
         let inner = &self.client().inner;
         let watchdog_ms = self.watchdog_ms();
         let mut gate = hold.gate().await;
@@ -282,45 +282,14 @@ impl<K: LockKind> Lock<K> {
         flight.settled();
         match self.shared.kind.parse_acquire(&reply) {
             Some(Acquire::Taken { count, token }) => {
-                if count <= gate.count() {
-                    // Redis forgot earlier holds (expired, force-unlocked, restarted): they are
-                    // lost, and their guards must not release this new hold.
-                    hold.lose_gated(&mut gate);
-                }
-                let grant_lease = match lease {
-                    Some(l) => Lease::Fixed {
-                        deadline: later(sent, l),
-                    },
-                    None => Lease::Watchdog,
-                };
-                let id = gate.taken(grant_lease);
-                if lease.is_none() {
-                    hold.set_watchdog(&gate);
-                    // The lease was (re)applied no earlier than the script was sent.
-                    hold.renewed(sent);
-                    inner.watchdog_wake.notify_one();
-                }
-                if count > gate.count() {
-                    // Holds this client does not know of: an acquire whose outcome was never
-                    // learned ran late (after its settle gave up). Adopting them would leave
-                    // the key held after the owner's last unlock; trim them now.
-                    tracing::debug!(lock = %self.name(), found = count, known = gate.count(), "trimming holds of an unknown acquire");
-                    gate.unknown();
-                    if let Err(e) = self.settle(hold, &mut gate).await {
-                        tracing::debug!(lock = %self.name(), error = %e, "trim failed; retried later");
-                        self.spawn_settle(hold.clone(), lease_ms);
-                    }
-                }
-                let epoch = gate.epoch();
-                drop(gate);
-                Ok(Attempt::Taken(LockGuard::new(
-                    self.with_owner(owner),
-                    hold.clone(),
-                    epoch,
-                    id,
-                    lease.map(|l| (l, later(sent, l))),
+                let taken = Taken {
+                    count,
                     token,
-                )))
+                    sent,
+                    lease_ms,
+                };
+                let guard = self.record_taken(try_, gate, taken).await;
+                Ok(Attempt::Taken(guard))
             }
             Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
             None => Err(LockError::UnexpectedReply {
@@ -328,6 +297,58 @@ impl<K: LockKind> Lock<K> {
                 reply: format!("{reply:?}"),
             }),
         }
+    }
+
+    /// Books a grant the acquire script reported, under the gate, and makes its guard.
+    async fn record_taken(&self, try_: &Try<'_>, mut gate: Gate, taken: Taken) -> LockGuard<K> {
+        let Try {
+            owner, hold, lease, ..
+        } = *try_;
+        let Taken {
+            count,
+            token,
+            sent,
+            lease_ms,
+        } = taken;
+        if count <= gate.count() {
+            // Redis forgot earlier holds (expired, force-unlocked, restarted): they are lost,
+            // and their guards must not release this new hold.
+            hold.lose_gated(&mut gate);
+        }
+        let grant_lease = match lease {
+            Some(l) => Lease::Fixed {
+                deadline: later(sent, l),
+            },
+            None => Lease::Watchdog,
+        };
+        let id = gate.taken(grant_lease);
+        if lease.is_none() {
+            hold.set_watchdog(&gate);
+            // The lease was (re)applied no earlier than the script was sent.
+            hold.renewed(sent);
+            self.client().inner.watchdog_wake.notify_one();
+        }
+        if count > gate.count() {
+            // Holds this client does not know of: an acquire whose outcome was never learned
+            // ran late (after its settle gave up). Adopting them would leave the key held after
+            // the owner's last unlock; trim them now.
+            tracing::debug!(lock = %self.name(), found = count, known = gate.count(), "trimming holds of an unknown acquire");
+            gate.unknown();
+            if let Err(e) = self.settle(hold, &mut gate).await {
+                tracing::debug!(lock = %self.name(), error = %e, "trim failed; retried later");
+                self.spawn_settle(hold.clone(), lease_ms);
+            }
+        }
+        let epoch = gate.epoch();
+        drop(gate);
+        LockGuard::new(
+            self.with_owner(owner),
+            hold.clone(),
+            epoch,
+            id,
+            lease.map(|l| (l, later(sent, l))),
+            token,
+        )
     }
 
     /// Releases one grant: a guard's own, or the owner's latest. The key's expiry is set to
@@ -344,18 +365,9 @@ impl<K: LockKind> Lock<K> {
         let inner = &self.client().inner;
         let mut gate = hold.gate().await;
         self.settle(hold, &mut gate).await?;
-        let grant = match target {
-            Target::Grant { epoch, id } => {
-                if epoch != gate.epoch() {
-                    return Ok(Release::NotHeld);
-                }
-                match gate.take_grant(id) {
-                    Some(g) => Some(g),
-                    // Released already by an owner-style unlock.
-                    None => return Ok(Release::NotHeld),
-                }
-            }
-            Target::Latest => gate.take_latest(),
+        let grant = match take_for_release(&mut gate, target) {
+            Ok(grant) => grant,
+            Err(nothing) => return Ok(nothing),
         };
         let lease_ms = gate
             .expiry_ms(Instant::now(), self.watchdog_ms(), None)
@@ -371,7 +383,7 @@ impl<K: LockKind> Lock<K> {
             armed: true,
         };
         *pending = false;
-        let mut attempt = 0;
+        let mut retry = Retry::attempts(&inner.config);
         let reply = loop {
             let op = self.op(&hold.field, lease_ms, 0);
             let inv = self.shared.kind.release_script(&op, &latch, latch_ttl);
@@ -379,13 +391,8 @@ impl<K: LockKind> Lock<K> {
             match inv.invoke_async::<Value>(&mut conn).await {
                 Ok(v) => break v,
                 // Same request id on every try: the latch makes a repeat return the first result.
-                Err(e)
-                    if (is_connection_error(&e) || is_redirect(&e))
-                        && attempt + 1 < inner.config.retry_attempts() =>
-                {
-                    tokio::time::sleep(inner.config.backoff(attempt)).await;
-                    attempt += 1;
-                }
+                Err(e) if retry.again(&e).await => {}
+                // Unknown outcome: stays in flight, settled in the background.
                 Err(e) if is_connection_error(&e) => return Err(e.into()),
                 Err(e) => {
                     flight.settled();
@@ -399,14 +406,8 @@ impl<K: LockKind> Lock<K> {
         };
         flight.settled();
         let outcome = self.shared.kind.parse_release(&reply);
-        match outcome {
-            Some(Release::NotHeld) => hold.lose_gated(&mut gate),
-            Some(Release::StillHeld) if gate.count() > 0 => {}
-            // The last hold is gone: end the epoch, so a stale guard of this owner (one that
-            // was detached and released owner-style) can never release a later hold. (A read
-            // release says "still held" when other readers keep the lock.)
-            Some(Release::StillHeld | Release::Released) => hold.lose_gated(&mut gate),
-            None => {}
+        if let Some(outcome) = outcome {
+            book_release(hold, &mut gate, outcome);
         }
         hold.set_watchdog(&gate);
         drop(gate);
@@ -466,127 +467,33 @@ impl<K: LockKind> Lock<K> {
     fn delete_latch(&self, latch: String) {
         self.client().inner.latches.delete(latch);
     }
+}
 
-    /// Brings Redis back to the grants the gate knows when an earlier outcome was unknown.
-    async fn settle(&self, hold: &Hold, gate: &mut Gate) -> Result<()> {
-        if !gate.is_dirty() {
-            return Ok(());
+/// The grant a release gives back, taken out of the gate (`Ok(None)`: an owner-style release
+/// with no grant known, which still asks Redis); `Err(NotHeld)` when a guard's grant is gone
+/// (lost with its epoch, or released owner-style): nothing is sent.
+fn take_for_release(
+    gate: &mut Gate,
+    target: Target,
+) -> std::result::Result<Option<Grant>, Release> {
+    match target {
+        Target::Grant { epoch, id } if epoch == gate.epoch() => {
+            gate.take_grant(id).map(Some).ok_or(Release::NotHeld)
         }
-        let watchdog_ms = self.watchdog_ms();
-        let lease_ms = gate
-            .expiry_ms(Instant::now(), watchdog_ms, None)
-            .unwrap_or(watchdog_ms);
-        let mut conn = self.client().inner.conn.clone();
-        let op = self.op(&hold.field, lease_ms, 0);
-        let found: i64 = self
-            .shared
-            .kind
-            .trim_script(&op, gate.count())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| from_script(self.name(), e))?;
-        gate.settled();
-        if found < i64::from(gate.count()) {
-            // Some holds we counted are gone from Redis.
-            hold.lose_gated(gate);
-        }
-        // When the trim freed the lock, its message wakes the waiters.
-        hold.set_watchdog(gate);
-        Ok(())
-    }
-
-    /// Settles a dirty hold in the background (after a cancelled or failed script).
-    fn spawn_settle(&self, hold: Arc<Hold>, lease_ms: u64) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(lock = %self.name(), "no tokio runtime: the unknown hold is settled by the next operation or its lease");
-            return;
-        };
-        let lock = self.clone();
-        rt.spawn(async move {
-            let config = lock.client().config().clone();
-            // Retry while the unknown hold may still be alive in Redis: for its lease. Past
-            // that, an owner left with no hold has nothing renewing it, so it has expired and
-            // the hold can go (before, a hold dirtied during an outage longer than the retries
-            // stayed in the client's map for good). Should the unknown acquire still run
-            // later, the owner's next acquire finds more holds than it knows and trims them.
-            let give_up = Instant::now() + Duration::from_millis(lease_ms);
-            let mut attempt = 0;
-            loop {
-                let mut gate = hold.gate().await;
-                match lock.settle(&hold, &mut gate).await {
-                    Ok(()) => break,
-                    Err(e) if e.is_connection_error() => {
-                        if Instant::now() >= give_up {
-                            if gate.count() == 0 {
-                                gate.settled();
-                            }
-                            tracing::debug!(lock = %lock.name(), error = %e, "unknown hold not settled; its lease has run out");
-                            break;
-                        }
-                        drop(gate);
-                        tokio::time::sleep(config.backoff(attempt)).await;
-                        attempt = attempt.saturating_add(1);
-                    }
-                    Err(e) => {
-                        tracing::warn!(lock = %lock.name(), error = %e, "can't settle an unknown hold");
-                        break;
-                    }
-                }
-            }
-            lock.client().inner.holds.forget(&hold);
-        });
+        Target::Grant { .. } => Err(Release::NotHeld),
+        Target::Latest => Ok(gate.take_latest()),
     }
 }
 
-/// Forgets an acquisition's hold in the client's map when the acquisition ends, however it
-/// ends; [`Holds::forget`](crate::holds::Holds::forget) keeps holds still in use.
-struct Forget<'a, K: LockKind> {
-    lock: &'a Lock<K>,
-    hold: &'a Arc<Hold>,
-}
-
-impl<K: LockKind> Drop for Forget<'_, K> {
-    fn drop(&mut self) {
-        self.lock.client().inner.holds.forget(self.hold);
-    }
-}
-
-/// Leaves the wait queue (fair lock) when a wait ends without the lock, however it ends:
-/// timeout, error or a dropped future. Kinds without a queue have no cancel script.
-struct QueueExit<'a, K: LockKind> {
-    lock: &'a Lock<K>,
-    field: &'a str,
-    wait_ms: u64,
-    armed: bool,
-}
-
-fn disarm<K: LockKind>(exit: &mut Option<QueueExit<'_, K>>, guard: LockGuard<K>) -> LockGuard<K> {
-    if let Some(e) = exit.as_mut() {
-        e.armed = false;
-    }
-    guard
-}
-
-impl<K: LockKind> Drop for QueueExit<'_, K> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let op = self.lock.op(self.field, 0, self.wait_ms);
-        let Some(inv) = self.lock.shared.kind.cancel_script(&op) else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let mut conn = self.lock.client().inner.conn.clone();
-        let name = self.lock.name().to_owned();
-        rt.spawn(async move {
-            if let Err(e) = inv.invoke_async::<Value>(&mut conn).await {
-                // The waiter's deadline evicts it from the queue anyway.
-                tracing::warn!(lock = %name, error = %e, "can't leave the fair-lock queue");
-            }
-        });
+/// Books what a release script reported.
+fn book_release(hold: &Hold, gate: &mut Gate, outcome: Release) {
+    match outcome {
+        Release::NotHeld => hold.lose_gated(gate),
+        Release::StillHeld if gate.count() > 0 => {}
+        // The last hold is gone: end the epoch, so a stale guard of this owner (one that was
+        // detached and released owner-style) can never release a later hold. (A read release
+        // says "still held" when other readers keep the lock.)
+        Release::StillHeld | Release::Released => hold.lose_gated(gate),
     }
 }
 

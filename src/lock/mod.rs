@@ -2,8 +2,11 @@
 //! The algorithm itself (acquire, wait, release, settle) is in [`engine`]; lock kinds
 //! ([`LockKind`]) only supply scripts.
 
+mod cleanup;
 mod engine;
+mod settle;
 
+use engine::AcquireRequest;
 pub(crate) use engine::Target;
 
 use std::sync::Arc;
@@ -136,6 +139,14 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    fn request(&self, wait: Option<Duration>, lease: Option<Duration>) -> AcquireRequest {
+        AcquireRequest {
+            owner: self.owner(),
+            wait,
+            lease,
+        }
+    }
+
     /// The owner operations on this handle act for: the bound owner, else the current task.
     pub fn owner(&self) -> LockOwner {
         self.owner.unwrap_or_else(LockOwner::current)
@@ -170,10 +181,12 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<LockGuard<K>> {
-        self.acquire(None, None).await?.ok_or(LockError::Timeout {
-            what: "lock",
-            waited: Duration::MAX,
-        })
+        self.acquire(self.request(None, None))
+            .await?
+            .ok_or(LockError::Timeout {
+                what: "lock",
+                waited: Duration::MAX,
+            })
     }
 
     /// Locks with a fixed lease: the lock expires `lease` after it was taken unless released
@@ -199,7 +212,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         check_lease(lease)?;
-        self.acquire(None, Some(lease))
+        self.acquire(self.request(None, Some(lease)))
             .await?
             .ok_or(LockError::Timeout {
                 what: "lock",
@@ -229,7 +242,7 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Some(Duration::ZERO), None).await
+        self.acquire(self.request(Some(Duration::ZERO), None)).await
     }
 
     /// Waits at most `wait` for the lock; watchdog lease. `Ok(None)` when the wait ran out
@@ -254,7 +267,7 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
-        self.acquire(Some(wait), None).await
+        self.acquire(self.request(Some(wait), None)).await
     }
 
     /// Waits at most `wait` for the lock, then holds it with a fixed `lease`
@@ -285,7 +298,7 @@ impl<K: LockKind> Lock<K> {
         lease: Duration,
     ) -> Result<Option<LockGuard<K>>> {
         check_lease(lease)?;
-        self.acquire(Some(wait), Some(lease)).await
+        self.acquire(self.request(Some(wait), Some(lease))).await
     }
 
     /// Releases one hold of the current owner, Redisson style (`unlock()`), for code that keeps

@@ -1,0 +1,160 @@
+//! The one retry policy: which failures are worth another try ([`Transient`]) and how long to
+//! wait before it ([`Retry`]). Every retry loop in the crate goes through here:
+//!
+//! * the acquire's first try and its wait loop (`lock/engine.rs`): a failed acquire is tried
+//!   again only after the owner's gate knows its outcome may be unknown, so the next try first
+//!   trims whatever it may have taken (never a blind retry that inflates the hold count);
+//! * the release script, with one request id for every try (its latch makes a repeat harmless);
+//! * the background settle of an unknown outcome, until the unknown hold's lease has passed;
+//! * the subscriber's reconnects (`pubsub.rs`), for as long as the client lives.
+
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::error::{is_connection_error, is_redirect, LockError};
+
+/// A failure that may not happen again: the connection broke or timed out (the command may or
+/// may not have run), or the server said to send it again elsewhere or later (a redirection, a
+/// failover in progress). Anything else (a wrong key type, a script error) is final.
+pub(crate) trait Transient {
+    fn is_transient(&self) -> bool;
+}
+
+impl Transient for redis::RedisError {
+    fn is_transient(&self) -> bool {
+        is_connection_error(self) || is_redirect(self)
+    }
+}
+
+impl Transient for LockError {
+    fn is_transient(&self) -> bool {
+        self.is_connection_error() || self.is_redirect()
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Limit {
+    /// At most `Config::retry_attempts` tries in a row.
+    Attempts,
+    /// Until this instant.
+    Until(Instant),
+    /// For as long as the caller keeps asking.
+    Forever,
+}
+
+/// Counts consecutive failures and says whether, and after what pause, to try again. The pause
+/// doubles from `Config::retry_delay` up to `MAX_RETRY_DELAY`.
+#[derive(Debug)]
+pub(crate) struct Retry<'c> {
+    config: &'c Config,
+    failures: u32,
+    limit: Limit,
+}
+
+impl<'c> Retry<'c> {
+    /// At most `Config::retry_attempts` tries in a row.
+    pub(crate) fn attempts(config: &'c Config) -> Self {
+        Retry {
+            config,
+            failures: 0,
+            limit: Limit::Attempts,
+        }
+    }
+
+    /// Tries again until `deadline`.
+    pub(crate) fn until(config: &'c Config, deadline: Instant) -> Self {
+        Retry {
+            config,
+            failures: 0,
+            limit: Limit::Until(deadline),
+        }
+    }
+
+    /// Tries again for as long as asked (the caller decides when to stop).
+    pub(crate) fn forever(config: &'c Config) -> Self {
+        Retry {
+            config,
+            failures: 0,
+            limit: Limit::Forever,
+        }
+    }
+
+    /// Counts a failure: the pause before the next try, or `None` when the failure is final
+    /// or the limit is reached.
+    pub(crate) fn pause_after<E: Transient>(&mut self, e: &E) -> Option<Duration> {
+        if e.is_transient() {
+            self.pause()
+        } else {
+            None
+        }
+    }
+
+    /// Counts a failure of any kind (connecting, subscribing): the pause before the next try,
+    /// or `None` once the limit is reached.
+    pub(crate) fn pause(&mut self) -> Option<Duration> {
+        let within = match self.limit {
+            Limit::Attempts => self.failures.saturating_add(1) < self.config.retry_attempts(),
+            Limit::Until(deadline) => Instant::now() < deadline,
+            Limit::Forever => true,
+        };
+        within.then(|| {
+            let pause = self.config.backoff(self.failures);
+            self.failures = self.failures.saturating_add(1);
+            pause
+        })
+    }
+
+    /// Counts a failure and, when another try is allowed, sleeps the pause: `true` means try
+    /// again.
+    pub(crate) async fn again<E: Transient>(&mut self, e: &E) -> bool {
+        match self.pause_after(e) {
+            Some(p) => {
+                tokio::time::sleep(p).await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A success: the next failure starts from the first pause again.
+    pub(crate) fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io_error() -> redis::RedisError {
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
+    }
+
+    #[test]
+    fn attempts_allow_retry_attempts_tries_in_a_row() {
+        let config = Config::new("redis://127.0.0.1/").with_retry_attempts(3);
+        let mut r = Retry::attempts(&config);
+        assert!(r.pause_after(&io_error()).is_some());
+        assert!(r.pause_after(&io_error()).is_some());
+        assert_eq!(
+            r.pause_after(&io_error()),
+            None,
+            "third failure is the last try"
+        );
+        r.reset();
+        assert!(r.pause_after(&io_error()).is_some());
+    }
+
+    #[test]
+    fn final_errors_are_not_retried_and_pauses_grow() {
+        let config = Config::new("redis://127.0.0.1/").with_retry_attempts(10);
+        let mut r = Retry::forever(&config);
+        let wrong: redis::RedisError = (redis::ErrorKind::UnexpectedReturnType, "not a lock").into();
+        assert_eq!(r.pause_after(&wrong), None);
+        let first = r.pause().unwrap();
+        let second = r.pause().unwrap();
+        assert!(second >= first);
+        let mut r = Retry::until(&config, Instant::now());
+        assert_eq!(r.pause(), None);
+    }
+}
