@@ -149,7 +149,8 @@ mod tests {
     fn final_errors_are_not_retried_and_pauses_grow() {
         let config = Config::new("redis://127.0.0.1/").with_retry_attempts(10);
         let mut r = Retry::forever(&config);
-        let wrong: redis::RedisError = (redis::ErrorKind::UnexpectedReturnType, "not a lock").into();
+        let wrong: redis::RedisError =
+            (redis::ErrorKind::UnexpectedReturnType, "not a lock").into();
         assert_eq!(r.pause_after(&wrong), None);
         let first = r.pause().unwrap();
         let second = r.pause().unwrap();

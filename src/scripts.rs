@@ -41,6 +41,35 @@ scripts! {
     RW_IS_LOCKED => "rw_is_locked.lua",
 }
 
+/// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
+/// how long the latch lives.
+#[derive(Debug)]
+pub struct Latch<'a> {
+    /// The latch key.
+    pub key: &'a str,
+    /// Its PX: as long as the release may be retried.
+    pub ttl_ms: u64,
+}
+
+/// The names and arguments of one operation.
+#[derive(Debug)]
+pub struct Op<'a> {
+    /// The lock key.
+    pub key: &'a str,
+    /// The kind's unlock channel.
+    pub channel: &'a str,
+    /// The owner's hash field (already adjusted by the kind).
+    pub field: &'a str,
+    /// Lease in milliseconds.
+    pub lease_ms: u64,
+    /// Publish command.
+    pub publish: &'a str,
+    /// Epoch milliseconds (client clock), for kinds that need it.
+    pub now_ms: u64,
+    /// How long a queued waiter may be absent (fair lock), in milliseconds.
+    pub wait_ms: u64,
+}
+
 /// `LockPubSub.UNLOCK_MESSAGE`: wakes one waiter per client.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// `LockPubSub.READ_UNLOCK_MESSAGE`: wakes every waiter (a write lock was released).
@@ -63,25 +92,16 @@ pub(crate) fn fenced_lock<'a>(
     inv
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn unlock<'a>(
-    key: &str,
-    channel: &str,
-    latch: &str,
-    lease_ms: u64,
-    field: &str,
-    publish: &str,
-    latch_ttl_ms: u64,
-) -> ScriptInvocation<'a> {
+pub(crate) fn unlock<'a>(op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
     let mut inv = UNLOCK.prepare_invoke();
-    inv.key(key)
-        .key(channel)
-        .key(latch)
+    inv.key(op.key)
+        .key(op.channel)
+        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(publish)
-        .arg(latch_ttl_ms);
+        .arg(op.lease_ms)
+        .arg(op.field)
+        .arg(op.publish)
+        .arg(latch.ttl_ms);
     inv
 }
 
@@ -135,15 +155,10 @@ pub(crate) enum Layout {
 }
 
 /// `extra_key`: KEYS[3] of trim.lua (see [`Layout`]); the lock key when the layout needs none.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn trim<'a>(
-    key: &str,
-    channel: &str,
+    op: &Op<'_>,
     extra_key: Option<&str>,
-    field: &str,
     target: u32,
-    lease_ms: u64,
-    publish: &str,
     layout: Layout,
 ) -> ScriptInvocation<'a> {
     let (layout, message) = match layout {
@@ -153,13 +168,13 @@ pub(crate) fn trim<'a>(
         Layout::Write => ("write", READ_UNLOCK_MESSAGE),
     };
     let mut inv = TRIM.prepare_invoke();
-    inv.key(key)
-        .key(channel)
-        .key(extra_key.unwrap_or(key))
-        .arg(field)
+    inv.key(op.key)
+        .key(op.channel)
+        .key(extra_key.unwrap_or(op.key))
+        .arg(op.field)
         .arg(target)
-        .arg(lease_ms)
-        .arg(publish)
+        .arg(op.lease_ms)
+        .arg(op.publish)
         .arg(message)
         .arg(layout);
     inv
@@ -193,28 +208,23 @@ pub(crate) fn fair_lock<'a>(
     inv
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn fair_unlock<'a>(
     k: &FairKeys<'_>,
-    latch: &str,
-    lease_ms: u64,
-    field: &str,
-    now_ms: u64,
-    publish: &str,
-    latch_ttl_ms: u64,
+    op: &Op<'_>,
+    latch: &Latch<'_>,
 ) -> ScriptInvocation<'a> {
     let mut inv = FAIR_UNLOCK.prepare_invoke();
     inv.key(k.lock)
         .key(k.queue)
         .key(k.timeouts)
         .key(k.channel)
-        .key(latch)
+        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(now_ms)
-        .arg(publish)
-        .arg(latch_ttl_ms);
+        .arg(op.lease_ms)
+        .arg(op.field)
+        .arg(op.now_ms)
+        .arg(op.publish)
+        .arg(latch.ttl_ms);
     inv
 }
 
@@ -268,27 +278,22 @@ pub(crate) fn read_lock<'a>(
     inv
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_unlock<'a>(
-    key: &str,
-    channel: &str,
+    op: &Op<'_>,
     timeout_prefix: &str,
     key_prefix: &str,
-    latch: &str,
-    field: &str,
-    publish: &str,
-    latch_ttl_ms: u64,
+    latch: &Latch<'_>,
 ) -> ScriptInvocation<'a> {
     let mut inv = READ_UNLOCK.prepare_invoke();
-    inv.key(key)
-        .key(channel)
+    inv.key(op.key)
+        .key(op.channel)
         .key(timeout_prefix)
         .key(key_prefix)
-        .key(latch)
+        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
-        .arg(field)
-        .arg(publish)
-        .arg(latch_ttl_ms);
+        .arg(op.field)
+        .arg(op.publish)
+        .arg(latch.ttl_ms);
     inv
 }
 
@@ -298,24 +303,16 @@ pub(crate) fn write_lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInv
     inv
 }
 
-pub(crate) fn write_unlock<'a>(
-    key: &str,
-    channel: &str,
-    latch: &str,
-    lease_ms: u64,
-    field: &str,
-    publish: &str,
-    latch_ttl_ms: u64,
-) -> ScriptInvocation<'a> {
+pub(crate) fn write_unlock<'a>(op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
     let mut inv = WRITE_UNLOCK.prepare_invoke();
-    inv.key(key)
-        .key(channel)
-        .key(latch)
+    inv.key(op.key)
+        .key(op.channel)
+        .key(latch.key)
         .arg(READ_UNLOCK_MESSAGE)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(publish)
-        .arg(latch_ttl_ms);
+        .arg(op.lease_ms)
+        .arg(op.field)
+        .arg(op.publish)
+        .arg(latch.ttl_ms);
     inv
 }
 

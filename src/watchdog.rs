@@ -19,7 +19,6 @@ use crate::config::millis;
 use crate::holds::Hold;
 use crate::keys::hash_slot;
 use crate::raw::Renewal;
-use crate::scripts;
 
 /// Keys renewed per script (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const BATCH: usize = 100;
@@ -62,40 +61,25 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     let lease = client.config.watchdog_timeout();
     let lease_ms = millis(lease);
     let started = Instant::now();
-    // One script per batch of one renewal kind (plain hashes, read holds).
-    let (hashes, reads): (Vec<_>, Vec<_>) = slots
-        .into_iter()
-        .partition(|s| matches!(s.renewal, Renewal::Hash));
-    // On a cluster every script must touch one hash slot: group by slot first.
-    let groups: Vec<Vec<Arc<Hold>>> = if client.conn.is_cluster() {
-        let mut by_slot: std::collections::BTreeMap<(bool, u16), Vec<Arc<Hold>>> =
-            std::collections::BTreeMap::new();
-        for s in hashes.into_iter().chain(reads) {
-            let read = matches!(s.renewal, Renewal::Read { .. });
-            by_slot
-                .entry((read, hash_slot(s.key.as_bytes())))
-                .or_default()
-                .push(s);
-        }
-        by_slot.into_values().collect()
-    } else {
-        vec![hashes, reads]
-    };
-    let batches = groups.iter().flat_map(|g| g.chunks(BATCH)).map(|chunk| {
-        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
-        let inv = match chunk.first().map(|s| &s.renewal) {
-            Some(Renewal::Read { .. }) => scripts::read_renew(
-                lease_ms,
-                chunk.iter().map(|s| {
-                    let prefix = match &s.renewal {
-                        Renewal::Read { timeout_prefix } => timeout_prefix.as_str(),
-                        Renewal::Hash => "",
-                    };
-                    (&*s.key, prefix, &*s.field)
-                }),
-            ),
-            _ => scripts::renew(lease_ms, chunk.iter().map(|s| (&*s.key, &*s.field))),
+    // One script per batch of holds renewed the same way (the kind decides), and on a cluster
+    // per hash slot: a script must touch one slot.
+    let cluster = client.conn.is_cluster();
+    let mut groups: std::collections::BTreeMap<(u8, u16), Vec<Arc<Hold>>> =
+        std::collections::BTreeMap::new();
+    for h in slots {
+        let slot = if cluster {
+            hash_slot(h.key.as_bytes())
+        } else {
+            0
         };
+        groups.entry((h.renewal.batch(), slot)).or_default().push(h);
+    }
+    let batches = groups.values().flat_map(|g| g.chunks(BATCH)).map(|chunk| {
+        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
+        let inv = Renewal::script(
+            lease_ms,
+            chunk.iter().map(|h| (&*h.key, &*h.field, &h.renewal)),
+        );
         let mut conn = client.conn.clone();
         async move {
             let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;

@@ -18,7 +18,7 @@ use crate::keys;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, LockKind, Op, Release};
 use crate::retry::Retry;
-use crate::scripts;
+use crate::scripts::{self, Latch};
 use crate::time::later;
 
 enum Attempt<K: LockKind> {
@@ -386,7 +386,11 @@ impl<K: LockKind> Lock<K> {
         let mut retry = Retry::attempts(&inner.config);
         let reply = loop {
             let op = self.op(&hold.field, lease_ms, 0);
-            let inv = self.shared.kind.release_script(&op, &latch, latch_ttl);
+            let latch = Latch {
+                key: &latch,
+                ttl_ms: latch_ttl,
+            };
+            let inv = self.shared.kind.release_script(&op, &latch);
             let mut conn = inner.conn.clone();
             match inv.invoke_async::<Value>(&mut conn).await {
                 Ok(v) => break v,

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Op, RawLock};
+use super::{Latch, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, FairKeys, Layout};
 
@@ -62,37 +62,15 @@ impl RawLock for Fair {
         )
     }
 
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a> {
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
         let (queue, timeouts) = names(op.key);
-        scripts::fair_unlock(
-            &fair_keys(op, &queue, &timeouts),
-            latch,
-            op.lease_ms,
-            op.field,
-            op.now_ms,
-            op.publish,
-            latch_ttl_ms,
-        )
+        scripts::fair_unlock(&fair_keys(op, &queue, &timeouts), op, latch)
     }
 
     fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
         // A hold given back here wakes the queue head on its own channel, as an unlock does.
         let (queue, _) = names(op.key);
-        scripts::trim(
-            op.key,
-            op.channel,
-            Some(&queue),
-            op.field,
-            target,
-            op.lease_ms,
-            op.publish,
-            Layout::Fair,
-        )
+        scripts::trim(op, Some(&queue), target, Layout::Fair)
     }
 
     fn cancel_script<'a>(&self, op: &Op<'_>) -> Option<ScriptInvocation<'a>> {

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Op, RawLock};
+use super::{Latch, Op, RawLock};
 use crate::{keys, scripts};
 
 /// The fenced lock kind: Redisson's `RFencedLock` (`RedissonFencedLock`).
@@ -27,20 +27,7 @@ impl RawLock for Fenced {
         scripts::fenced_lock(op.key, &token_key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a> {
-        scripts::unlock(
-            op.key,
-            op.channel,
-            latch,
-            op.lease_ms,
-            op.field,
-            op.publish,
-            latch_ttl_ms,
-        )
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+        scripts::unlock(op, latch)
     }
 }

@@ -16,7 +16,8 @@ pub use rw::{Read, Write};
 
 use redis::{ScriptInvocation, Value};
 
-use crate::scripts::{self, Layout};
+pub use crate::scripts::Op;
+use crate::scripts::{self, Latch, Layout};
 
 /// What one acquire attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,23 +59,38 @@ pub enum Renewal {
     },
 }
 
-/// The names and arguments of one operation.
-#[derive(Debug)]
-pub struct Op<'a> {
-    /// The lock key.
-    pub key: &'a str,
-    /// The kind's unlock channel.
-    pub channel: &'a str,
-    /// The owner's hash field (already adjusted by the kind).
-    pub field: &'a str,
-    /// Lease in milliseconds.
-    pub lease_ms: u64,
-    /// Publish command.
-    pub publish: &'a str,
-    /// Epoch milliseconds (client clock), for kinds that need it.
-    pub now_ms: u64,
-    /// How long a queued waiter may be absent (fair lock), in milliseconds.
-    pub wait_ms: u64,
+impl Renewal {
+    /// Holds renewed by one script must share this batch number.
+    pub(crate) fn batch(&self) -> u8 {
+        match self {
+            Renewal::Hash => 0,
+            Renewal::Read { .. } => 1,
+        }
+    }
+
+    /// The script that renews a batch of holds (`(key, field, renewal)`, all of one
+    /// [`batch`](Renewal::batch)) to `lease_ms`; it replies one integer per hold: 1 renewed,
+    /// 0 gone.
+    pub(crate) fn script<'a, 'k>(
+        lease_ms: u64,
+        holds: impl Iterator<Item = (&'k str, &'k str, &'k Renewal)> + Clone,
+    ) -> ScriptInvocation<'a> {
+        let read = holds
+            .clone()
+            .next()
+            .is_some_and(|(_, _, r)| matches!(r, Renewal::Read { .. }));
+        if read {
+            scripts::read_renew(
+                lease_ms,
+                holds.map(|(key, field, r)| match r {
+                    Renewal::Read { timeout_prefix } => (key, timeout_prefix.as_str(), field),
+                    Renewal::Hash => (key, "", field),
+                }),
+            )
+        } else {
+            scripts::renew(lease_ms, holds.map(|(key, field, _)| (key, field)))
+        }
+    }
 }
 
 /// The scripts of one lock kind. Public only inside the crate (the module is private), which
@@ -104,12 +120,7 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// Script that releases one hold, idempotent through `latch`.
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a>;
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a>;
 
     /// Reads the release script's reply.
     fn parse_release(&self, reply: &Value) -> Option<Release> {
@@ -123,16 +134,7 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
 
     /// Script that brings the owner's count down to `target` (see `lua/trim.lua`).
     fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        scripts::trim(
-            op.key,
-            op.channel,
-            None,
-            op.field,
-            target,
-            op.lease_ms,
-            op.publish,
-            Layout::Plain,
-        )
+        scripts::trim(op, None, target, Layout::Plain)
     }
 
     /// Script run when a wait ends without the lock (timeout, error, cancellation).

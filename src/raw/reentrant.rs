@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Op, RawLock};
+use super::{Latch, Op, RawLock};
 use crate::scripts;
 
 /// The reentrant lock kind: Redisson's `RLock` (`RedissonLock`).
@@ -21,20 +21,7 @@ impl RawLock for Reentrant {
         scripts::lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a> {
-        scripts::unlock(
-            op.key,
-            op.channel,
-            latch,
-            op.lease_ms,
-            op.field,
-            op.publish,
-            latch_ttl_ms,
-        )
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+        scripts::unlock(op, latch)
     }
 }

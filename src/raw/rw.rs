@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Op, RawLock, Renewal};
+use super::{Latch, Op, RawLock, Renewal};
 use crate::keys;
 use crate::scripts::{self, Layout};
 
@@ -69,33 +69,20 @@ impl RawLock for Read {
         )
     }
 
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a> {
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
         scripts::read_unlock(
-            op.key,
-            op.channel,
+            op,
             &timeout_prefix(op.key, op.field),
             &key_prefix(op.key),
             latch,
-            op.field,
-            op.publish,
-            latch_ttl_ms,
         )
     }
 
     fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
         scripts::trim(
-            op.key,
-            op.channel,
+            op,
             Some(&timeout_prefix(op.key, op.field)),
-            op.field,
             target,
-            op.lease_ms,
-            op.publish,
             Layout::Read,
         )
     }
@@ -129,34 +116,12 @@ impl RawLock for Write {
         scripts::write_lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(
-        &self,
-        op: &Op<'_>,
-        latch: &str,
-        latch_ttl_ms: u64,
-    ) -> ScriptInvocation<'a> {
-        scripts::write_unlock(
-            op.key,
-            op.channel,
-            latch,
-            op.lease_ms,
-            op.field,
-            op.publish,
-            latch_ttl_ms,
-        )
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+        scripts::write_unlock(op, latch)
     }
 
     fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        scripts::trim(
-            op.key,
-            op.channel,
-            None,
-            op.field,
-            target,
-            op.lease_ms,
-            op.publish,
-            Layout::Write,
-        )
+        scripts::trim(op, None, target, Layout::Write)
     }
 
     fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
