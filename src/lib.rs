@@ -8,7 +8,6 @@ mod client;
 mod config;
 mod conn;
 mod error;
-mod guard;
 mod holds;
 mod keys;
 mod latches;
@@ -31,7 +30,7 @@ pub use config::{
 };
 pub use conn::Connection;
 pub use error::{LockError, Result};
-pub use guard::LockGuard;
+pub use lock::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use multi::{
     All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,

@@ -12,7 +12,6 @@ use super::cleanup::{Forget, InFlight, QueueExit};
 use super::Lock;
 use crate::config::millis;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::guard::LockGuard;
 use crate::holds::{Gate, Grant, GrantId, Hold, Lease};
 use crate::keys;
 use crate::owner::LockOwner;
@@ -21,8 +20,20 @@ use crate::retry::Retry;
 use crate::scripts::{self, Latch};
 use crate::time::later;
 
-enum Attempt<K: LockKind> {
-    Taken(LockGuard<K>),
+/// A grant the engine booked, for the facade to wrap in a guard.
+#[derive(Debug)]
+pub(super) struct Granted {
+    pub(super) owner: LockOwner,
+    pub(super) hold: Arc<Hold>,
+    pub(super) epoch: u64,
+    pub(super) grant: GrantId,
+    /// The fixed lease and its deadline; `None`: watchdog.
+    pub(super) lease: Option<(Duration, Instant)>,
+    pub(super) token: Option<i64>,
+}
+
+enum Attempt {
+    Taken(Granted),
     Held { ttl_ms: i64 },
 }
 
@@ -125,7 +136,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// Runs one acquisition: the fast path, then (when allowed to wait) the wait loop.
-    pub(super) async fn acquire(&self, req: AcquireRequest) -> Result<Option<LockGuard<K>>> {
+    pub(super) async fn acquire(&self, req: AcquireRequest) -> Result<Option<Granted>> {
         self.check_name()?;
         // A wait too long to represent is no deadline at all.
         let deadline = req.wait.and_then(|w| Instant::now().checked_add(w));
@@ -168,7 +179,7 @@ impl<K: LockKind> Lock<K> {
         deadline: Option<Instant>,
         left: Duration,
         ttl_ms: i64,
-    ) -> Result<Option<LockGuard<K>>> {
+    ) -> Result<Option<Granted>> {
         let inner = &self.client().inner;
         let wait_channel = self
             .shared
@@ -226,7 +237,7 @@ impl<K: LockKind> Lock<K> {
     /// (the slot map is being refreshed), and after a connection error the next try first trims
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
-    async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt<K>> {
+    async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt> {
         let mut retry = Retry::attempts(&self.client().inner.config);
         loop {
             match self.attempt(try_).await {
@@ -241,7 +252,7 @@ impl<K: LockKind> Lock<K> {
     /// The key's expiry is set to cover this grant *and* every grant the owner still has: a
     /// re-entry with a shorter lease never shortens an outer hold (Redisson's script applies
     /// the last lease, which silently ends a longer outer hold early).
-    async fn attempt(&self, try_: &Try<'_>) -> Result<Attempt<K>> {
+    async fn attempt(&self, try_: &Try<'_>) -> Result<Attempt> {
         let Try {
             hold,
             lease,
@@ -300,7 +311,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// Books a grant the acquire script reported, under the gate, and makes its guard.
-    async fn record_taken(&self, try_: &Try<'_>, mut gate: Gate, taken: Taken) -> LockGuard<K> {
+    async fn record_taken(&self, try_: &Try<'_>, mut gate: Gate, taken: Taken) -> Granted {
         let Try {
             owner, hold, lease, ..
         } = *try_;
@@ -341,14 +352,14 @@ impl<K: LockKind> Lock<K> {
         }
         let epoch = gate.epoch();
         drop(gate);
-        LockGuard::new(
-            self.with_owner(owner),
-            hold.clone(),
+        Granted {
+            owner,
+            hold: hold.clone(),
             epoch,
-            id,
-            lease.map(|l| (l, later(sent, l))),
+            grant: id,
+            lease: lease.map(|l| (l, later(sent, l))),
             token,
-        )
+        }
     }
 
     /// Releases one grant: a guard's own, or the owner's latest. The key's expiry is set to

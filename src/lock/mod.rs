@@ -4,10 +4,12 @@
 
 mod cleanup;
 mod engine;
+mod guard;
 mod settle;
 
-use engine::AcquireRequest;
 pub(crate) use engine::Target;
+use engine::{AcquireRequest, Granted};
+pub use guard::LockGuard;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +18,6 @@ use redis::AsyncCommands;
 
 use crate::client::Client;
 use crate::error::{from_script, LockError, Result};
-use crate::guard::LockGuard;
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
 use crate::time::MAX_DURATION;
@@ -139,6 +140,27 @@ impl<K: LockKind> Lock<K> {
         }
     }
 
+    /// Acquires as asked and wraps the grant in its guard.
+    async fn take(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard<K>>> {
+        let granted = self.acquire(self.request(wait, lease)).await?;
+        Ok(granted.map(|g| self.guard(g)))
+    }
+
+    fn guard(&self, g: Granted) -> LockGuard<K> {
+        LockGuard::new(
+            self.with_owner(g.owner),
+            g.hold,
+            g.epoch,
+            g.grant,
+            g.lease,
+            g.token,
+        )
+    }
+
     fn request(&self, wait: Option<Duration>, lease: Option<Duration>) -> AcquireRequest {
         AcquireRequest {
             owner: self.owner(),
@@ -181,12 +203,10 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<LockGuard<K>> {
-        self.acquire(self.request(None, None))
-            .await?
-            .ok_or(LockError::Timeout {
-                what: "lock",
-                waited: Duration::MAX,
-            })
+        self.take(None, None).await?.ok_or(LockError::Timeout {
+            what: "lock",
+            waited: Duration::MAX,
+        })
     }
 
     /// Locks with a fixed lease: the lock expires `lease` after it was taken unless released
@@ -212,7 +232,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         check_lease(lease)?;
-        self.acquire(self.request(None, Some(lease)))
+        self.take(None, Some(lease))
             .await?
             .ok_or(LockError::Timeout {
                 what: "lock",
@@ -242,7 +262,7 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
-        self.acquire(self.request(Some(Duration::ZERO), None)).await
+        self.take(Some(Duration::ZERO), None).await
     }
 
     /// Waits at most `wait` for the lock; watchdog lease. `Ok(None)` when the wait ran out
@@ -267,7 +287,7 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
-        self.acquire(self.request(Some(wait), None)).await
+        self.take(Some(wait), None).await
     }
 
     /// Waits at most `wait` for the lock, then holds it with a fixed `lease`
@@ -298,7 +318,7 @@ impl<K: LockKind> Lock<K> {
         lease: Duration,
     ) -> Result<Option<LockGuard<K>>> {
         check_lease(lease)?;
-        self.acquire(self.request(Some(wait), Some(lease))).await
+        self.take(Some(wait), Some(lease)).await
     }
 
     /// Releases one hold of the current owner, Redisson style (`unlock()`), for code that keeps

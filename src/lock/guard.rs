@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::{Lock, Target};
 use crate::error::{LockError, Result};
 use crate::holds::{GrantId, Hold};
-use crate::lock::{Lock, Target};
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
 
