@@ -13,14 +13,29 @@ use crate::raw::LockKind;
 /// dropped, or the connection fails): the hold becomes dirty (Redis must be trimmed to the
 /// grants the gate knows) and a background task trims it.
 pub(super) struct InFlight<'g, K: LockKind> {
-    pub(super) gate: &'g mut Gate,
-    pub(super) lock: &'g Lock<K>,
-    pub(super) hold: &'g Arc<Hold>,
-    pub(super) lease_ms: u64,
-    pub(super) armed: bool,
+    gate: &'g mut Gate,
+    lock: &'g Lock<K>,
+    hold: &'g Arc<Hold>,
+    lease_ms: u64,
+    armed: bool,
 }
 
-impl<K: LockKind> InFlight<'_, K> {
+impl<'g, K: LockKind> InFlight<'g, K> {
+    pub(super) fn new(
+        gate: &'g mut Gate,
+        lock: &'g Lock<K>,
+        hold: &'g Arc<Hold>,
+        lease_ms: u64,
+    ) -> Self {
+        InFlight {
+            gate,
+            lock,
+            hold,
+            lease_ms,
+            armed: true,
+        }
+    }
+
     pub(super) fn settled(mut self) {
         self.armed = false;
     }

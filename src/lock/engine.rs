@@ -274,13 +274,7 @@ impl<K: LockKind> Lock<K> {
             .kind
             .acquire_script(&self.op(&hold.field, lease_ms, wait_ms), enqueue);
         let mut conn = inner.conn.clone();
-        let flight = InFlight {
-            gate: &mut gate,
-            lock: self,
-            hold,
-            lease_ms,
-            armed: true,
-        };
+        let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
         let reply = match reply {
             Ok(v) => v,
@@ -386,13 +380,7 @@ impl<K: LockKind> Lock<K> {
         let request_id = keys::request_id();
         let latch = keys::unlock_latch(self.name(), &request_id);
         let latch_ttl = millis(inner.config.latch_ttl());
-        let flight = InFlight {
-            gate: &mut gate,
-            lock: self,
-            hold,
-            lease_ms,
-            armed: true,
-        };
+        let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         *pending = false;
         let mut retry = Retry::attempts(&inner.config);
         let reply = loop {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::engine::Granted;
 use super::{Lock, Target};
 use crate::error::{LockError, Result};
 use crate::holds::{GrantId, Hold};
@@ -64,21 +65,14 @@ impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
 }
 
 impl<K: LockKind> LockGuard<K> {
-    pub(crate) fn new(
-        lock: Lock<K>,
-        hold: Arc<Hold>,
-        epoch: u64,
-        grant: GrantId,
-        lease: Option<(Duration, Instant)>,
-        token: Option<i64>,
-    ) -> Self {
+    pub(super) fn new(lock: Lock<K>, g: Granted) -> Self {
         LockGuard {
             lock,
-            hold,
-            epoch,
-            grant,
-            lease,
-            token,
+            hold: g.hold,
+            epoch: g.epoch,
+            grant: g.grant,
+            lease: g.lease,
+            token: g.token,
             armed: true,
         }
     }

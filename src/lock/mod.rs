@@ -151,14 +151,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     fn guard(&self, g: Granted) -> LockGuard<K> {
-        LockGuard::new(
-            self.with_owner(g.owner),
-            g.hold,
-            g.epoch,
-            g.grant,
-            g.lease,
-            g.token,
-        )
+        LockGuard::new(self.with_owner(g.owner), g)
     }
 
     fn request(&self, wait: Option<Duration>, lease: Option<Duration>) -> AcquireRequest {
