@@ -369,47 +369,10 @@ async fn run(
         reconnect = true;
         drop(sh);
 
-        loop {
-            tokio::select! {
-                event = conn.next() => {
-                    let Some(sh) = shared.upgrade() else { return };
-                    match event {
-                        Event::Message(channel, payload) => {
-                            if let Some(c) = live(&sh, &channel) {
-                                match payload.as_slice() {
-                                    WAKE_ALL => c.notify.notify_waiters(),
-                                    // `0`, or other values (e.g. semaphore permit counts): one.
-                                    _ => c.notify.notify_one(),
-                                }
-                            }
-                        }
-                        Event::Dropped(channel) => {
-                            // The slot moved: subscribe again (at its new owner) and let the
-                            // waiters retry, which also refreshes the slot map.
-                            active.remove(&channel);
-                            if let Some(c) = live(&sh, &channel) {
-                                c.notify.notify_waiters();
-                                let _ = sh.commands.send(channel);
-                            }
-                        }
-                        Event::Reconnected => wake_all(&sh),
-                        Event::Ignore => {}
-                        Event::Closed => break,
-                    }
-                }
-                name = commands.recv() => {
-                    let Some(name) = name else { return };
-                    let mut names = vec![name];
-                    while let Ok(n) = commands.try_recv() {
-                        names.push(n);
-                    }
-                    let Some(sh) = shared.upgrade() else { return };
-                    if let Err(e) = apply(&sh, &mut conn, &mut active, names, &config).await {
-                        tracing::debug!(error = %e, "subscribe failed; reconnecting");
-                        break;
-                    }
-                }
-            }
+        if serve(&shared, &mut conn, &mut active, &mut commands, &config).await
+            == Served::ClientGone
+        {
+            return;
         }
         // Disconnected: waiters keep their TTL-bounded waits; new subscribers wait for the
         // reconnect (bounded by the subscription timeout).
@@ -421,6 +384,75 @@ async fn run(
             }
         }
     }
+}
+
+#[derive(PartialEq, Eq)]
+enum Served {
+    /// The connection closed or a (un)subscribe failed: reconnect.
+    Disconnected,
+    /// The client is gone: stop.
+    ClientGone,
+}
+
+/// Serves one subscriber connection: delivers messages to waiters and applies (un)subscribe
+/// requests, until the connection fails or the client is dropped.
+async fn serve(
+    shared: &Weak<Shared>,
+    conn: &mut SubConn,
+    active: &mut HashSet<String>,
+    commands: &mut mpsc::UnboundedReceiver<String>,
+    config: &Config,
+) -> Served {
+    loop {
+        tokio::select! {
+            event = conn.next() => {
+                let Some(sh) = shared.upgrade() else { return Served::ClientGone };
+                if !deliver(&sh, active, event) {
+                    return Served::Disconnected;
+                }
+            }
+            name = commands.recv() => {
+                let Some(name) = name else { return Served::ClientGone };
+                let mut names = vec![name];
+                while let Ok(n) = commands.try_recv() {
+                    names.push(n);
+                }
+                let Some(sh) = shared.upgrade() else { return Served::ClientGone };
+                if let Err(e) = apply(&sh, conn, active, names, config).await {
+                    tracing::debug!(error = %e, "subscribe failed; reconnecting");
+                    return Served::Disconnected;
+                }
+            }
+        }
+    }
+}
+
+/// Hands one event of the subscriber connection to the waiters; `false` when it closed.
+fn deliver(sh: &Shared, active: &mut HashSet<String>, event: Event) -> bool {
+    match event {
+        Event::Message(channel, payload) => {
+            if let Some(c) = live(sh, &channel) {
+                match payload.as_slice() {
+                    WAKE_ALL => c.notify.notify_waiters(),
+                    // `0`, or other values (e.g. semaphore permit counts): one.
+                    _ => c.notify.notify_one(),
+                }
+            }
+        }
+        Event::Dropped(channel) => {
+            // The slot moved: subscribe again (at its new owner) and let the waiters retry,
+            // which also refreshes the slot map.
+            active.remove(&channel);
+            if let Some(c) = live(sh, &channel) {
+                c.notify.notify_waiters();
+                let _ = sh.commands.send(channel);
+            }
+        }
+        Event::Reconnected => wake_all(sh),
+        Event::Ignore => {}
+        Event::Closed => return false,
+    }
+    true
 }
 
 fn wake_all(shared: &Shared) {
