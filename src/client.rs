@@ -1,4 +1,5 @@
-//! The client: connections, the client id, subscriptions and the watchdog.
+//! Connecting a [`Client`] and the factories of its locks. The client's state itself lives in
+//! `shared.rs`, below the locks, so that the locks depend on it and not on this module.
 
 use std::sync::Arc;
 
@@ -12,83 +13,9 @@ use crate::lock::Lock;
 use crate::pubsub::{PubSub, Source};
 use crate::raw::{Fair, Fenced, Reentrant};
 use crate::rwlock::ReadWriteLock;
+pub use crate::shared::Client;
+use crate::shared::ClientInner;
 use crate::watchdog;
-
-/// A connection to one Redis deployment, and the factory of its locks.
-///
-/// A `Client` is cheap to clone (it is an `Arc`); clones share the connection, the client id,
-/// the subscriber connection and the watchdog. Create one per process and keep it.
-///
-/// # Behavior
-///
-/// * **Identity.** Each client has a random UUID, the `<uuid>` of every hash field it writes, as
-///   each Java `RedissonClient` does. Two clients in one process are two different owners.
-/// * **Connections.** One multiplexed command connection (reconnected automatically by redis-rs'
-///   `ConnectionManager`) and, once the first waiter parks, one subscriber connection shared by
-///   every unlock channel.
-/// * **Disconnect.** A command in flight fails with a connection error. Acquire scripts are never
-///   retried blindly: an acquire whose outcome is unknown is trimmed back before the next
-///   operation on that lock. Unlocks are retried with one request id, so the unlock latch makes
-///   the retry idempotent. The subscriber reconnects on its own, resubscribes and wakes every
-///   waiter.
-/// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
-/// * **Lost lease.** The watchdog reports holds it finds gone to their guards
-///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
-/// * **Dropping the client** stops the watchdog and the subscriber; locks still held then expire
-///   after their lease.
-///
-/// # Examples
-///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-/// let lock = client.get_lock("orders:42");
-/// let guard = lock.lock().await?;
-/// // ... critical section ...
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Client {
-    pub(crate) inner: Arc<ClientInner>,
-}
-
-pub(crate) struct ClientInner {
-    pub(crate) id: Arc<str>,
-    pub(crate) config: Config,
-    pub(crate) conn: Conn,
-    /// `PUBLISH`, or `SPUBLISH` with sharded pub/sub on a cluster.
-    pub(crate) publish: &'static str,
-    pub(crate) pubsub: PubSub,
-    pub(crate) holds: Holds,
-    pub(crate) watchdog_wake: Arc<Notify>,
-    /// Unlock latches to delete in batches.
-    pub(crate) latches: crate::latches::Latches,
-    watchdog: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        self.watchdog.abort();
-    }
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("id", &self.inner.id)
-            .field("url", &redact(self.inner.config.url()))
-            .finish_non_exhaustive()
-    }
-}
-
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
-    }
-}
 
 impl Client {
     /// Connects to `url` with the default [`Config`].
@@ -228,16 +155,6 @@ impl Client {
     /// ```
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
         Lock::new(self.clone(), name.into(), Fenced)
-    }
-
-    /// This client's id: the `<uuid>` in every hash field it writes.
-    pub fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// The configuration this client was built with.
-    pub fn config(&self) -> &Config {
-        &self.inner.config
     }
 
     /// A clone of the command connection, for your own commands next to the locks.

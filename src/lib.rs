@@ -19,6 +19,7 @@ mod raw;
 mod retry;
 mod rwlock;
 mod scripts;
+mod shared;
 mod time;
 mod watchdog;
 

@@ -1,8 +1,8 @@
 //! Redisson's read-write lock: two lock handles over one hash.
 
-use crate::client::Client;
 use crate::lock::Lock;
 use crate::raw::{Read, Write};
+use crate::shared::Client;
 
 /// A read-write lock (Redisson's `RReadWriteLock`): many readers or one writer.
 ///

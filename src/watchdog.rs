@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use redis::Value;
 
-use crate::client::ClientInner;
 use crate::config::millis;
 use crate::holds::Hold;
 use crate::keys::hash_slot;
 use crate::raw::Renewal;
+use crate::shared::ClientInner;
 
 /// Keys renewed per script (Redisson's `lockWatchdogBatchSize`).
 pub(crate) const BATCH: usize = 100;

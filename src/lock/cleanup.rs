@@ -60,7 +60,7 @@ pub(super) struct Forget<'a, K: LockKind> {
 
 impl<K: LockKind> Drop for Forget<'_, K> {
     fn drop(&mut self) {
-        self.lock.client().inner.holds.forget(self.hold);
+        self.lock.client().holds().forget(self.hold);
     }
 }
 
@@ -85,7 +85,7 @@ impl<K: LockKind> Drop for QueueExit<'_, K> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut conn = self.lock.client().inner.conn.clone();
+        let mut conn = self.lock.client().conn();
         let name = self.lock.name().to_owned();
         rt.spawn(async move {
             if let Err(e) = inv.invoke_async::<Value>(&mut conn).await {

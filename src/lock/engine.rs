@@ -65,7 +65,7 @@ impl<'a> Try<'a> {
         // Redisson uses the wait budget when one is given, else the fair-lock wait timeout.
         let wait_ms = match req.wait {
             Some(w) if !w.is_zero() => millis(w),
-            _ => millis(lock.client().inner.config.fair_lock_wait_timeout()),
+            _ => millis(lock.client().config().fair_lock_wait_timeout()),
         };
         Try {
             owner: req.owner,
@@ -101,13 +101,13 @@ impl<K: LockKind> Lock<K> {
     // === the algorithm ===
 
     pub(super) fn field(&self, owner: LockOwner) -> String {
-        self.shared.kind.field(owner.field(&self.client().inner.id))
+        self.shared.kind.field(owner.field(self.client().id()))
     }
 
     pub(super) fn hold(&self, owner: LockOwner) -> Arc<Hold> {
         let field = self.field(owner);
         let renewal = self.shared.kind.renewal(self.name(), &field);
-        self.client().inner.holds.hold(self.name(), &field, renewal)
+        self.client().holds().hold(self.name(), &field, renewal)
     }
 
     /// The arguments of one script on `field`.
@@ -117,7 +117,7 @@ impl<K: LockKind> Lock<K> {
             channel: &self.shared.channel,
             field,
             lease_ms,
-            publish: self.client().inner.publish,
+            publish: self.client().publish_command(),
             now_ms: epoch_ms(),
             wait_ms,
         }
@@ -132,7 +132,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     pub(super) fn watchdog_ms(&self) -> u64 {
-        millis(self.client().inner.config.watchdog_timeout())
+        millis(self.client().config().watchdog_timeout())
     }
 
     /// Runs one acquisition: the fast path, then (when allowed to wait) the wait loop.
@@ -180,18 +180,18 @@ impl<K: LockKind> Lock<K> {
         left: Duration,
         ttl_ms: i64,
     ) -> Result<Option<Granted>> {
-        let inner = &self.client().inner;
+        let client = self.client();
         let wait_channel = self
             .shared
             .kind
             .wait_channel(&self.shared.channel, &try_.hold.field);
-        let sub_timeout = inner.config.subscription_timeout().min(left);
-        let channel = match inner.pubsub.subscribe(&wait_channel, sub_timeout).await {
+        let sub_timeout = client.config().subscription_timeout().min(left);
+        let channel = match client.pubsub().subscribe(&wait_channel, sub_timeout).await {
             Ok(c) => c,
             Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut retry = Retry::attempts(&inner.config);
+        let mut retry = Retry::attempts(client.config());
         let mut last_ttl = ttl_ms;
         loop {
             // Register for wake-ups *before* trying, so a release in between is not missed.
@@ -238,7 +238,7 @@ impl<K: LockKind> Lock<K> {
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
     async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt> {
-        let mut retry = Retry::attempts(&self.client().inner.config);
+        let mut retry = Retry::attempts(self.client().config());
         loop {
             match self.attempt(try_).await {
                 Err(e) if retry.again(&e).await => {}
@@ -260,7 +260,7 @@ impl<K: LockKind> Lock<K> {
             enqueue,
             ..
         } = *try_;
-        let inner = &self.client().inner;
+        let client = self.client();
         let watchdog_ms = self.watchdog_ms();
         let mut gate = hold.gate().await;
         self.settle(hold, &mut gate).await?;
@@ -273,7 +273,7 @@ impl<K: LockKind> Lock<K> {
             .shared
             .kind
             .acquire_script(&self.op(&hold.field, lease_ms, wait_ms), enqueue);
-        let mut conn = inner.conn.clone();
+        let mut conn = client.conn();
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
         let reply = match reply {
@@ -331,7 +331,7 @@ impl<K: LockKind> Lock<K> {
             hold.set_watchdog(&gate);
             // The lease was (re)applied no earlier than the script was sent.
             hold.renewed(sent);
-            self.client().inner.watchdog_wake.notify_one();
+            self.client().wake_watchdog();
         }
         if count > gate.count() {
             // Holds this client does not know of: an acquire whose outcome was never learned
@@ -367,7 +367,7 @@ impl<K: LockKind> Lock<K> {
         target: Target,
         pending: &mut bool,
     ) -> Result<Release> {
-        let inner = &self.client().inner;
+        let client = self.client();
         let mut gate = hold.gate().await;
         self.settle(hold, &mut gate).await?;
         let grant = match take_for_release(&mut gate, target) {
@@ -379,10 +379,10 @@ impl<K: LockKind> Lock<K> {
             .unwrap_or_else(|| self.watchdog_ms());
         let request_id = keys::request_id();
         let latch = keys::unlock_latch(self.name(), &request_id);
-        let latch_ttl = millis(inner.config.latch_ttl());
+        let latch_ttl = millis(client.config().latch_ttl());
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         *pending = false;
-        let mut retry = Retry::attempts(&inner.config);
+        let mut retry = Retry::attempts(client.config());
         let reply = loop {
             let op = self.op(&hold.field, lease_ms, 0);
             let latch = Latch {
@@ -390,7 +390,7 @@ impl<K: LockKind> Lock<K> {
                 ttl_ms: latch_ttl,
             };
             let inv = self.shared.kind.release_script(&op, &latch);
-            let mut conn = inner.conn.clone();
+            let mut conn = client.conn();
             match inv.invoke_async::<Value>(&mut conn).await {
                 Ok(v) => break v,
                 // Same request id on every try: the latch makes a repeat return the first result.
@@ -452,7 +452,7 @@ impl<K: LockKind> Lock<K> {
         let expiry_ms = gate
             .expiry_ms(sent, watchdog_ms, None)
             .unwrap_or(watchdog_ms);
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         let set: i64 = scripts::expire(self.name(), &hold.field, expiry_ms)
             .invoke_async(&mut conn)
             .await
@@ -468,7 +468,7 @@ impl<K: LockKind> Lock<K> {
     /// The latch only matters while the unlock might be retried: it is deleted shortly after,
     /// in a batch (Redisson sends one `DEL` per unlock); its PX bounds it if that is lost.
     fn delete_latch(&self, latch: String) {
-        self.client().inner.latches.delete(latch);
+        self.client().delete_latch(latch);
     }
 }
 

@@ -138,7 +138,7 @@ impl<K: LockKind> LockGuard<K> {
         match self.lease {
             Some((_, deadline)) => deadline,
             None => {
-                let lease = self.lock.client().inner.config.watchdog_timeout();
+                let lease = self.lock.client().config().watchdog_timeout();
                 self.hold.renewed_at() + lease.saturating_sub(crate::time::drift(lease))
             }
         }
@@ -287,7 +287,7 @@ impl<K: LockKind> Drop for LockGuard<K> {
                 ),
             }
         } else {
-            self.lock.client().inner.holds.forget(&self.hold);
+            self.lock.client().holds().forget(&self.hold);
         }
     }
 }

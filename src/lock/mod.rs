@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 
-use crate::client::Client;
 use crate::error::{from_script, LockError, Result};
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
+use crate::shared::Client;
 use crate::time::MAX_DURATION;
 
 /// A distributed lock of kind `K`; [`RLock`](crate::RLock) is `Lock<Reentrant>`.
@@ -339,7 +339,7 @@ impl<K: LockKind> Lock<K> {
         let owner = self.owner();
         let hold = self.hold(owner);
         let r = self.release(&hold, Target::Latest, &mut true).await;
-        self.client().inner.holds.forget(&hold);
+        self.client().holds().forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
                 name: self.name().to_owned(),
@@ -373,7 +373,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         let op = self.op("", 0, 0);
         let reply: i64 = self
             .shared
@@ -405,7 +405,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         match self.shared.kind.is_locked_script(self.name()) {
             Some(script) => {
                 let locked: i64 = script
@@ -460,7 +460,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
         self.check_name()?;
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         conn.hexists(self.name(), self.field(owner))
             .await
             .map_err(|e| from_script(self.name(), e))
@@ -488,7 +488,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         self.check_name()?;
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         let count: Option<u32> = conn
             .hget(self.name(), self.field(self.owner()))
             .await
@@ -518,7 +518,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
         self.check_name()?;
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         let ttl: i64 = conn.pttl(self.name()).await?;
         Ok(match ttl {
             -2 => LockTtl::NotLocked,

@@ -22,7 +22,7 @@ impl<K: LockKind> Lock<K> {
         let lease_ms = gate
             .expiry_ms(Instant::now(), watchdog_ms, None)
             .unwrap_or(watchdog_ms);
-        let mut conn = self.client().inner.conn.clone();
+        let mut conn = self.client().conn();
         let op = self.op(&hold.field, lease_ms, 0);
         let found: i64 = self
             .shared
@@ -80,7 +80,7 @@ impl<K: LockKind> Lock<K> {
                     }
                 }
             }
-            lock.client().inner.holds.forget(&hold);
+            lock.client().holds().forget(&hold);
         });
     }
 }

@@ -1,0 +1,132 @@
+//! The client's shared state: what every lock of one client uses (the command connection, the
+//! client id, the holds, the subscriber, the latch reaper, the watchdog's wake-up). It sits
+//! below the locks: locks, guards and the watchdog reach it through the narrow accessors here;
+//! connecting and the lock factories are in `client.rs`.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::conn::Conn;
+use crate::holds::Holds;
+use crate::latches::Latches;
+use crate::pubsub::PubSub;
+
+/// A connection to one Redis deployment, and the factory of its locks.
+///
+/// A `Client` is cheap to clone (it is an `Arc`); clones share the connection, the client id,
+/// the subscriber connection and the watchdog. Create one per process and keep it.
+///
+/// # Behavior
+///
+/// * **Identity.** Each client has a random UUID, the `<uuid>` of every hash field it writes, as
+///   each Java `RedissonClient` does. Two clients in one process are two different owners.
+/// * **Connections.** One multiplexed command connection (reconnected automatically by redis-rs'
+///   `ConnectionManager`) and, once the first waiter parks, one subscriber connection shared by
+///   every unlock channel.
+/// * **Disconnect.** A command in flight fails with a connection error. Acquire scripts are never
+///   retried blindly: an acquire whose outcome is unknown is trimmed back before the next
+///   operation on that lock. Unlocks are retried with one request id, so the unlock latch makes
+///   the retry idempotent. The subscriber reconnects on its own, resubscribes and wakes every
+///   waiter.
+/// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
+/// * **Lost lease.** The watchdog reports holds it finds gone to their guards
+///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
+/// * **Dropping the client** stops the watchdog and the subscriber; locks still held then expire
+///   after their lease.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let lock = client.get_lock("orders:42");
+/// let guard = lock.lock().await?;
+/// // ... critical section ...
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) id: Arc<str>,
+    pub(crate) config: Config,
+    pub(crate) conn: Conn,
+    /// `PUBLISH`, or `SPUBLISH` with sharded pub/sub on a cluster.
+    pub(crate) publish: &'static str,
+    pub(crate) pubsub: PubSub,
+    pub(crate) holds: Holds,
+    pub(crate) watchdog_wake: Arc<Notify>,
+    /// Unlock latches to delete in batches.
+    pub(crate) latches: Latches,
+    pub(crate) watchdog: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("url", &redact(self.inner.config.url()))
+            .finish_non_exhaustive()
+    }
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+impl Client {
+    /// This client's id: the `<uuid>` in every hash field it writes.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// A handle on the command connection (cheap: it is shared).
+    pub(crate) fn conn(&self) -> Conn {
+        self.inner.conn.clone()
+    }
+
+    /// This client's holds, per (lock key, owner).
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.inner.holds
+    }
+
+    /// The shared subscriber.
+    pub(crate) fn pubsub(&self) -> &PubSub {
+        &self.inner.pubsub
+    }
+
+    /// `PUBLISH`, or `SPUBLISH` with sharded pub/sub on a cluster.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.inner.publish
+    }
+
+    /// Hands an unlock latch to the batched reaper.
+    pub(crate) fn delete_latch(&self, latch: String) {
+        self.inner.latches.delete(latch);
+    }
+
+    /// Tells the watchdog that a watchdog hold exists (it idles while there is none).
+    pub(crate) fn wake_watchdog(&self) {
+        self.inner.watchdog_wake.notify_one();
+    }
+}
