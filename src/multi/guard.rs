@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::{join_all, select_all};
 
 use crate::error::{LockError, Result};
-use crate::multi::error::{QuorumError, QuorumOperation};
+use crate::error::{QuorumError, QuorumOperation};
 use crate::RLockGuard;
 
 /// A held [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): the member locks that

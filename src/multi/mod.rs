@@ -1,14 +1,13 @@
 //! MultiLock and RedLock: one quorum algorithm over member [`RLock`]s that may live on
 //! independent Redis masters. The policy ([`QuorumPolicy`]) is the only difference.
 
-mod error;
 mod guard;
 mod policy;
 mod round;
 
 use round::Outcome;
 
-pub use error::{QuorumError, QuorumOperation};
+pub use crate::error::{QuorumError, QuorumOperation};
 pub use guard::MultiLockGuard;
 pub use policy::{All, Majority, QuorumPolicy};
 
