@@ -86,15 +86,9 @@ fn crc16(data: &[u8]) -> u16 {
 }
 
 /// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
-/// `ServiceManager.generateId`).
+/// `ServiceManager.generateId`), here a random UUID in its simple form.
 pub(crate) fn request_id() -> String {
-    use std::fmt::Write;
-    let bytes: [u8; 16] = rand::random();
-    let mut s = String::with_capacity(32);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 #[cfg(test)]
