@@ -157,7 +157,8 @@ impl Client {
         Lock::new(self.clone(), name.into(), Fenced)
     }
 
-    /// A clone of the command connection, for your own commands next to the locks.
+    /// A clone of the command connection, for your own commands next to the locks. Commands
+    /// sent through it are not followed by `WAIT` (replica sync applies to the lock writes).
     ///
     /// ```no_run
     /// # async fn f(client: redisson_lock::Client) -> redis::RedisResult<()> {

@@ -1,5 +1,11 @@
 //! The command connection: standalone, Redis Cluster or Sentinel behind one `ConnectionLike`,
-//! with Redisson's replica synchronisation (`WAIT`) after lock scripts where replicas exist.
+//! with Redisson's replica synchronisation (`WAIT`) after lock writes where replicas exist.
+//!
+//! Callers choose: [`Conn::synced`] gives a handle that follows every script with `WAIT`
+//! (acquire, release, renew, force-unlock), a plain clone sends commands as they are (reads,
+//! and the trim that undoes an acquire no replica confirmed: that undo must not fail in turn
+//! because the replicas still lag). A synced handle that finds no replica confirming records
+//! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,14 +22,24 @@ use crate::config::{Config, Topology};
 use crate::error::LockError;
 use crate::keys::hash_slot;
 
-/// Marker in the error a lock write fails with when no replica confirmed it.
-pub(crate) const NO_SYNCED_REPLICAS: &str = "None of the replicas confirmed the lock write";
-
 /// The command connection shared by everything a client does.
 #[derive(Clone)]
 pub(crate) struct Conn {
     kind: Kind,
     sync: Option<Arc<ReplicaSync>>,
+    /// This handle follows scripts with `WAIT` (see [`Conn::synced`]).
+    synced: bool,
+    /// The last `WAIT` of this handle that no replica confirmed.
+    shortfall: Option<Shortfall>,
+}
+
+/// A lock write that no replica confirmed within the sync timeout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shortfall {
+    /// Replicas connected to the master.
+    pub(crate) replicas: i64,
+    /// How long `WAIT` waited.
+    pub(crate) timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -67,7 +83,27 @@ impl Conn {
                 replicas: DashMap::new(),
             })
         });
-        Ok(Conn { kind, sync })
+        Ok(Conn {
+            kind,
+            sync,
+            synced: false,
+            shortfall: None,
+        })
+    }
+
+    /// A handle on the same connection whose scripts are followed by `WAIT` (when replica
+    /// sync is configured), as Redisson does for lock writes outside single-server mode.
+    pub(crate) fn synced(&self) -> Conn {
+        Conn {
+            synced: true,
+            shortfall: None,
+            ..self.clone()
+        }
+    }
+
+    /// The shortfall of the last synced write that failed for want of replicas, if any.
+    pub(crate) fn take_shortfall(&mut self) -> Option<Shortfall> {
+        self.shortfall.take()
     }
 
     /// The sentinel resolver, for the subscriber connection to follow failovers too.
@@ -106,7 +142,7 @@ impl Conn {
 
     /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
     /// does outside single-server mode, and fails when replicas exist but none confirmed.
-    async fn synced(&mut self, cmd: &Cmd, sync: &ReplicaSync) -> RedisResult<Value> {
+    async fn synced_write(&mut self, cmd: &Cmd, sync: &ReplicaSync) -> RedisResult<Value> {
         let slot = script_slot(cmd);
         let replicas = match sync.replicas.get(&slot).map(|r| *r) {
             Some(n) => n,
@@ -144,10 +180,16 @@ impl Conn {
             sync.replicas.remove(&slot);
         }
         if acked == 0 {
+            // The outcome counts as unknown (the write may not survive a failover): callers
+            // undo it like a lost reply, and report `LockError::ReplicaSync`.
+            self.shortfall = Some(Shortfall {
+                replicas,
+                timeout: sync.timeout,
+            });
             return Err(RedisError::from(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
-                    "{NO_SYNCED_REPLICAS} within {:?} ({replicas} connected); the write is undone",
+                    "none of the {replicas} replicas confirmed the lock write within {:?}",
                     sync.timeout
                 ),
             )));
@@ -183,7 +225,7 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             match self.sync.clone() {
-                Some(sync) if is_script(cmd) && !is_trim(cmd) => self.synced(cmd, &sync).await,
+                Some(sync) if self.synced && is_script(cmd) => self.synced_write(cmd, &sync).await,
                 _ => self.raw(cmd).await,
             }
         })
@@ -220,20 +262,12 @@ struct ReplicaSync {
     replicas: DashMap<u16, i64>,
 }
 
+/// Only scripts are followed by `WAIT` on a synced handle: the `SCRIPT LOAD` that redis-rs
+/// sends after a `NOSCRIPT` writes nothing and has no key to find the master by.
 fn is_script(cmd: &Cmd) -> bool {
     matches!(
         cmd.args_iter().next(),
         Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
-    )
-}
-
-/// The trim script (`lua/trim.lua`) is sent without `WAIT`: it only removes holds, above all
-/// the undo of an acquire no replica confirmed, and that undo must not fail in turn because the
-/// replicas still lag (the hold would stay until its lease and the client's slot stay dirty).
-fn is_trim(cmd: &Cmd) -> bool {
-    matches!(
-        cmd.args_iter().nth(1),
-        Some(redis::Arg::Simple(sha)) if sha == crate::scripts::TRIM.get_hash().as_bytes()
     )
 }
 

@@ -52,6 +52,18 @@ pub enum LockError {
     /// A connection, protocol or server error from Redis.
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
+    /// No replica confirmed a lock write within the replica sync timeout
+    /// ([`Config::with_replica_sync`](crate::Config::with_replica_sync)): a failover could lose
+    /// it, so an acquire is undone (as Redisson releases and fails).
+    #[error("none of the {replicas} replicas confirmed the write on lock `{key}` within {timeout:?}; an acquire is undone")]
+    ReplicaSync {
+        /// The lock key.
+        key: String,
+        /// Replicas connected to its master.
+        replicas: i64,
+        /// How long `WAIT` waited.
+        timeout: Duration,
+    },
     /// A [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) operation failed on too
     /// many nodes; the error carries each failed node's error.
     #[error(transparent)]
@@ -96,7 +108,7 @@ impl LockError {
     /// `true` when no replica confirmed a lock write within the replica sync timeout
     /// ([`Config::with_replica_sync`](crate::Config::with_replica_sync)); an acquire is undone.
     pub fn is_no_synced_replicas(&self) -> bool {
-        matches!(self, LockError::Redis(e) if e.to_string().contains(crate::conn::NO_SYNCED_REPLICAS))
+        matches!(self, LockError::ReplicaSync { .. })
     }
 
     /// `true` for a cluster redirection or a node that refused the write for now (`MOVED`,
@@ -112,6 +124,8 @@ impl LockError {
         match self {
             LockError::Redis(e) => is_connection_error(e),
             LockError::Timeout { .. } => true,
+            // The write's fate is as unknown as after a lost reply; trying again may succeed.
+            LockError::ReplicaSync { .. } => true,
             _ => false,
         }
     }

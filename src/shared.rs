@@ -100,9 +100,14 @@ impl Client {
         &self.inner.config
     }
 
-    /// A handle on the command connection (cheap: it is shared).
+    /// A handle on the command connection (cheap: it is shared), without replica sync.
     pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
+    }
+
+    /// A handle whose scripts are followed by `WAIT` when replica sync is on (lock writes).
+    pub(crate) fn conn_synced(&self) -> Conn {
+        self.inner.conn.synced()
     }
 
     /// This client's holds, per (lock key, owner).

@@ -80,7 +80,8 @@ pub(crate) async fn renew_all(client: &ClientInner) {
             lease_ms,
             chunk.iter().map(|h| (&*h.key, &*h.field, &h.renewal)),
         );
-        let mut conn = client.conn.clone();
+        // Renewals are lock writes: synced like an acquire.
+        let mut conn = client.conn.synced();
         async move {
             let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
             (chunk, epochs, reply)

@@ -85,7 +85,7 @@ impl<K: LockKind> Drop for QueueExit<'_, K> {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut conn = self.lock.client().conn();
+        let mut conn = self.lock.client().conn_synced();
         let name = self.lock.name().to_owned();
         rt.spawn(async move {
             if let Err(e) = inv.invoke_async::<Value>(&mut conn).await {

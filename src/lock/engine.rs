@@ -11,6 +11,7 @@ use redis::Value;
 use super::cleanup::{Forget, InFlight, QueueExit};
 use super::Lock;
 use crate::config::millis;
+use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, Grant, GrantId, Hold, Lease};
 use crate::keys;
@@ -273,12 +274,13 @@ impl<K: LockKind> Lock<K> {
             .shared
             .kind
             .acquire_script(&self.op(&hold.field, lease_ms, wait_ms), enqueue);
-        let mut conn = client.conn();
+        let mut conn = client.conn_synced();
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;
         let reply = match reply {
             Ok(v) => v,
-            Err(e) if is_connection_error(&e) => return Err(e.into()), // stays in flight: trimmed
+            // Unknown outcome (or no replica confirmed it): stays in flight, trimmed.
+            Err(e) if is_connection_error(&e) => return Err(self.write_error(&mut conn, e)),
             Err(e) => {
                 flight.settled();
                 return Err(from_script(self.name(), e));
@@ -390,13 +392,13 @@ impl<K: LockKind> Lock<K> {
                 ttl_ms: latch_ttl,
             };
             let inv = self.shared.kind.release_script(&op, &latch);
-            let mut conn = client.conn();
+            let mut conn = client.conn_synced();
             match inv.invoke_async::<Value>(&mut conn).await {
                 Ok(v) => break v,
                 // Same request id on every try: the latch makes a repeat return the first result.
                 Err(e) if retry.again(&e).await => {}
                 // Unknown outcome: stays in flight, settled in the background.
-                Err(e) if is_connection_error(&e) => return Err(e.into()),
+                Err(e) if is_connection_error(&e) => return Err(self.write_error(&mut conn, e)),
                 Err(e) => {
                     flight.settled();
                     // The script failed before changing anything (e.g. WRONGTYPE).
@@ -452,7 +454,7 @@ impl<K: LockKind> Lock<K> {
         let expiry_ms = gate
             .expiry_ms(sent, watchdog_ms, None)
             .unwrap_or(watchdog_ms);
-        let mut conn = self.client().conn();
+        let mut conn = self.client().conn_synced();
         let set: i64 = scripts::expire(self.name(), &hold.field, expiry_ms)
             .invoke_async(&mut conn)
             .await
@@ -469,6 +471,21 @@ impl<K: LockKind> Lock<K> {
     /// in a batch (Redisson sends one `DEL` per unlock); its PX bounds it if that is lost.
     fn delete_latch(&self, latch: String) {
         self.client().delete_latch(latch);
+    }
+}
+
+impl<K: LockKind> Lock<K> {
+    /// The error of a lock write whose outcome is unknown: [`LockError::ReplicaSync`] when it
+    /// ran but no replica confirmed it, else the connection error.
+    fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {
+        match conn.take_shortfall() {
+            Some(s) => LockError::ReplicaSync {
+                key: self.name().to_owned(),
+                replicas: s.replicas,
+                timeout: s.timeout,
+            },
+            None => e.into(),
+        }
     }
 }
 

@@ -373,7 +373,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        let mut conn = self.client().conn();
+        let mut conn = self.client().conn_synced();
         let op = self.op("", 0, 0);
         let reply: i64 = self
             .shared
