@@ -84,18 +84,32 @@ MUTANTS = [
         "a guard whose hold was released owner-style releases another hold",
     ),
     (
-        "acquire-not-in-flight",
-        "src/lock/engine.rs",
-        """            lease_ms,
-            armed: true,
-        };
-        let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;""",
-        """            lease_ms,
-            armed: false,
-        };
-        let reply: redis::RedisResult<Value> = inv.invoke_async(&mut conn).await;""",
+        "unknown-outcome-forgotten",
+        "src/lock/cleanup.rs",
+        """        if self.armed {
+            self.gate.unknown();""",
+        """        if false {
+            self.gate.unknown();""",
         ["--test", "cancellation"],
-        "a cancelled acquire whose script may have run is not trimmed back",
+        "a cancelled acquire or release whose script may have run is not trimmed back",
+    ),
+    (
+        "trim-synced",
+        "src/lock/settle.rs",
+        """        let mut conn = self.client().conn();""",
+        """        let mut conn = self.client().conn_synced();""",
+        ["--test", "fault_server", "stalled_replica_is_reported"],
+        "the undo of an acquire no replica confirmed waits for replicas too, and fails with them",
+    ),
+    (
+        "acquire-unsynced",
+        "src/lock/engine.rs",
+        """        let mut conn = client.conn_synced();
+        let flight = InFlight::new""",
+        """        let mut conn = client.conn();
+        let flight = InFlight::new""",
+        ["--test", "fault_server", "stalled_replica_is_reported"],
+        "an acquire is not followed by WAIT: a write no replica has can be lost in a failover",
     ),
     (
         "lost-not-reported",
