@@ -112,6 +112,25 @@ MUTANTS = [
         "an acquire is not followed by WAIT: a write no replica has can be lost in a failover",
     ),
     (
+        "connect-no-ping",
+        "src/client.rs",
+        """        redis::cmd("PING")
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .map_err(|e| auth_error(e.into()))?;""",
+        "",
+        ["--test", "connect", "a_protected_server_fails_at_connect"],
+        "connect does not check credentials: NOAUTH surfaces at the first lock call",
+    ),
+    (
+        "urls-unchecked",
+        "src/config.rs",
+        """        check_urls(&self.topology)?;""",
+        "",
+        ["--test", "connect", "malformed_urls_are_invalid_arguments"],
+        "malformed URLs are not reported as invalid arguments",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

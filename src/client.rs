@@ -7,7 +7,7 @@ use tokio::sync::Notify;
 
 use crate::config::{Config, ShardedPubSub, Topology};
 use crate::conn::Conn;
-use crate::error::{LockError, Result};
+use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
 use crate::pubsub::{PubSub, Source};
@@ -26,8 +26,9 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`LockError::Redis`] when the URL is invalid or the server cannot be reached within the
-    /// connection timeout.
+    /// [`LockError::InvalidUrl`] for a URL that does not parse, [`LockError::Auth`] when the
+    /// server wants a password that was not given (or refuses the one given), and connection
+    /// errors when the server cannot be reached within the connection timeout.
     pub async fn connect(url: &str) -> Result<Client> {
         Client::with_config(Config::new(url)).await
     }
@@ -41,7 +42,9 @@ impl Client {
     /// # Errors
     ///
     /// [`LockError::InvalidArgument`] for a bad setting (e.g. a zero timeout),
-    /// [`LockError::Redis`] when the URL is invalid or the server cannot be reached.
+    /// [`LockError::InvalidUrl`] for a URL that does not parse, [`LockError::Auth`] for missing
+    /// or wrong credentials (checked with a `PING` before this returns), and connection errors
+    /// when the server cannot be reached.
     ///
     /// # Examples
     ///
@@ -56,7 +59,13 @@ impl Client {
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
-        let mut conn = Conn::connect(&config).await?;
+        let mut conn = Conn::connect(&config).await.map_err(auth_error)?;
+        // A server that wants a password accepts the connection and refuses every command:
+        // find out now, not at the first lock call.
+        redis::cmd("PING")
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .map_err(|e| auth_error(e.into()))?;
         let sharded = match (config.topology(), config.sharded_pubsub()) {
             (Topology::Cluster { .. }, ShardedPubSub::On) => true,
             (Topology::Cluster { .. }, ShardedPubSub::Auto) => {
@@ -197,6 +206,16 @@ impl Client {
     /// Never fails: renewal errors are logged and lost holds are reported to their guards.
     pub async fn renew_now(&self) {
         watchdog::renew_all(&self.inner).await;
+    }
+}
+
+/// Credentials refused while connecting become [`LockError::Auth`].
+fn auth_error(e: LockError) -> LockError {
+    match e {
+        LockError::Redis(e) if is_auth_error(&e) => LockError::Auth {
+            detail: e.to_string(),
+        },
+        e => e,
     }
 }
 

@@ -328,6 +328,7 @@ impl Config {
             }
             _ => {}
         }
+        check_urls(&self.topology)?;
         if self.replica_sync == Some(Some(Duration::ZERO)) {
             return Err(LockError::InvalidArgument(
                 "replica sync timeout must be non-zero (use None to turn it off)",
@@ -340,6 +341,32 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `url` with any password replaced by `***`, for messages and `Debug`.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+/// Every URL of a topology must parse, before anything connects.
+fn check_urls(topology: &Topology) -> Result<()> {
+    let urls: Vec<&String> = match topology {
+        Topology::Single { url } => vec![url],
+        Topology::Cluster { nodes } => nodes.iter().collect(),
+        Topology::Sentinel { sentinels, .. } => sentinels.iter().collect(),
+    };
+    for url in urls {
+        if let Err(e) = redis::IntoConnectionInfo::into_connection_info(url.as_str()) {
+            return Err(LockError::InvalidUrl {
+                url: redact(url),
+                reason: e.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Milliseconds of a duration as Redis expects them, rounded up so a sub-millisecond lease is

@@ -35,6 +35,22 @@ pub enum LockError {
     /// An argument was rejected before anything was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(&'static str),
+    /// A URL in the configuration cannot be parsed (`is_invalid_argument()` is `true`).
+    #[error("invalid Redis URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The server refused this client's credentials: no password given to a server that
+    /// requires one (`NOAUTH`), or a wrong user or password (`WRONGPASS`). Reported by
+    /// [`Client::connect`](crate::Client::connect), never by a later lock call.
+    #[error("authentication to Redis failed: {detail}")]
+    Auth {
+        /// The server's or the driver's words.
+        detail: String,
+    },
     /// The key exists but is not a lock (it holds another Redis type).
     #[error("key `{key}` holds a value that is not a lock (WRONGTYPE)")]
     WrongType {
@@ -95,9 +111,17 @@ impl LockError {
         matches!(self, LockError::WrongType { .. })
     }
 
-    /// `true` for [`LockError::InvalidArgument`].
+    /// `true` for [`LockError::InvalidArgument`] and [`LockError::InvalidUrl`].
     pub fn is_invalid_argument(&self) -> bool {
-        matches!(self, LockError::InvalidArgument(_))
+        matches!(
+            self,
+            LockError::InvalidArgument(_) | LockError::InvalidUrl { .. }
+        )
+    }
+
+    /// `true` for [`LockError::Auth`]: missing or wrong credentials.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, LockError::Auth { .. })
     }
 
     /// `true` for [`LockError::Quorum`].
@@ -129,6 +153,12 @@ impl LockError {
             _ => false,
         }
     }
+}
+
+/// Missing or wrong credentials (`NOAUTH`, `WRONGPASS`, or the driver's authentication error).
+pub(crate) fn is_auth_error(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
 }
 
 /// A Redis error whose outcome is unknown or whose connection is broken: the command may or may

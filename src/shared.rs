@@ -77,15 +77,8 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("id", &self.inner.id)
-            .field("url", &redact(self.inner.config.url()))
+            .field("url", &crate::config::redact(self.inner.config.url()))
             .finish_non_exhaustive()
-    }
-}
-
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
     }
 }
 

@@ -177,8 +177,11 @@ fn wait_ready(port: u16, within: Duration) -> bool {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
     while Instant::now() < deadline {
         if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return true;
+            match redis::cmd("PING").query::<String>(&mut c) {
+                // A server with `requirepass` answers too, with NOAUTH.
+                Ok(_) => return true,
+                Err(e) if e.code() == Some("NOAUTH") => return true,
+                Err(_) => {}
             }
         }
         std::thread::sleep(Duration::from_millis(20));
