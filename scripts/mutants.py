@@ -131,6 +131,14 @@ MUTANTS = [
         "malformed URLs are not reported as invalid arguments",
     ),
     (
+        "cluster-names-unchecked",
+        "src/lock/mod.rs",
+        """    if !client.conn().is_cluster() {""",
+        """    if true {""",
+        ["--test", "cluster"],
+        "a name whose channel/latch fall in another cluster slot is locked (and can never be released)",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

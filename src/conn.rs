@@ -14,13 +14,13 @@ use std::time::Duration;
 use dashmap::DashMap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::{Config, Topology};
 use crate::error::LockError;
-use crate::keys::hash_slot;
+use crate::keys::slot_of;
 
 /// The command connection shared by everything a client does.
 #[derive(Clone)]
@@ -198,12 +198,12 @@ impl Conn {
     }
 
     /// `connected_slaves` of the master serving `slot` (`INFO replication`).
-    async fn connected_replicas(&mut self, slot: u16) -> RedisResult<i64> {
+    async fn connected_replicas(&mut self, slot: Slot) -> RedisResult<i64> {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("replication");
         let info = match &mut self.kind {
             Kind::Cluster(c) => {
-                let route = Route::new(slot, SlotAddr::Master);
+                let route = Route::with_slot(slot, SlotAddr::Master);
                 c.route_command(
                     cmd,
                     RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
@@ -259,7 +259,7 @@ impl ConnectionLike for Conn {
 /// Replica counts per hash slot's master, read once and refreshed when `WAIT` disagrees.
 struct ReplicaSync {
     timeout: Duration,
-    replicas: DashMap<u16, i64>,
+    replicas: DashMap<Slot, i64>,
 }
 
 /// Only scripts are followed by `WAIT` on a synced handle: the `SCRIPT LOAD` that redis-rs
@@ -272,10 +272,10 @@ fn is_script(cmd: &Cmd) -> bool {
 }
 
 /// The hash slot of a script's first key (`EVALSHA sha numkeys key ...`); 0 without keys.
-fn script_slot(cmd: &Cmd) -> u16 {
+fn script_slot(cmd: &Cmd) -> Slot {
     match cmd.args_iter().nth(3) {
-        Some(redis::Arg::Simple(key)) => hash_slot(key),
-        _ => 0,
+        Some(redis::Arg::Simple(key)) => slot_of(key),
+        _ => slot_of(b""),
     }
 }
 

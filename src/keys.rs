@@ -4,6 +4,8 @@
 //! tag unless the name already contains `{` anywhere (it does not check for a matching `}`).
 //! We reproduce `RedissonObject.prefixName`/`suffixName` exactly.
 
+use redis::cluster_routing::Slot;
+
 /// Channel prefix of every Redisson lock (`LockPubSub`).
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Channel prefix of read-write locks.
@@ -53,36 +55,10 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     s
 }
 
-/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash tag (the part between the
-/// first `{` and the next `}`, when non-empty) or of the whole key, modulo 16384.
-pub(crate) fn hash_slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&close| close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16(tagged) % 16384
-}
-
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+/// The Redis Cluster hash slot of a key (redis-rs computes it: CRC16 of the hash tag, the part
+/// between the first `{` and the next `}` when non-empty, or of the whole key).
+pub(crate) fn slot_of(key: &[u8]) -> Slot {
+    Slot::for_key(key)
 }
 
 /// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
@@ -112,14 +88,14 @@ mod tests {
     #[test]
     fn hash_slots_match_redis() {
         // Values from `CLUSTER KEYSLOT` on Redis 7.
-        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(slot_of(b"foo"), Slot::new(12182).unwrap());
         assert_eq!(
-            hash_slot(b"myLock"),
-            hash_slot(b"redisson_lock__channel:{myLock}")
+            slot_of(b"myLock"),
+            slot_of(b"redisson_lock__channel:{myLock}")
         );
-        assert_eq!(hash_slot(b"{user1}:lock"), hash_slot(b"user1"));
-        assert_eq!(hash_slot(b"{}x"), hash_slot(b"{}x"));
-        assert_eq!(hash_slot(b"123456789"), 0x31C3); // the CRC16/XMODEM check value
+        assert_eq!(slot_of(b"{user1}:lock"), slot_of(b"user1"));
+        // An empty tag is no tag: the whole key counts.
+        assert_ne!(slot_of(b"{}x"), slot_of(b""));
     }
 
     #[test]

@@ -5,14 +5,16 @@
 //! them and send one `UNLINK` per batch (per hash slot on a cluster), which takes a command off
 //! every lock/unlock cycle. The latch's own PX bounds any key whose deletion is lost.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+use redis::cluster_routing::Slot;
 use std::time::Duration;
 
 use redis::AsyncCommands;
 use tokio::sync::mpsc;
 
 use crate::conn::Conn;
-use crate::keys::hash_slot;
+use crate::keys::slot_of;
 
 /// How long latches are collected before one `UNLINK` removes them (when fewer than a batch).
 const DELAY: Duration = Duration::from_millis(10);
@@ -56,13 +58,9 @@ async fn run(mut conn: Conn, mut rx: mpsc::UnboundedReceiver<String>) {
             drain(&mut rx, &mut keys);
         }
         // One UNLINK per hash slot: a cluster refuses cross-slot commands.
-        let mut by_slot: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        let mut by_slot: HashMap<Option<Slot>, Vec<String>> = HashMap::new();
         for k in keys {
-            let slot = if conn.is_cluster() {
-                hash_slot(k.as_bytes())
-            } else {
-                0
-            };
+            let slot = conn.is_cluster().then(|| slot_of(k.as_bytes()));
             by_slot.entry(slot).or_default().push(k);
         }
         for (_, group) in by_slot {

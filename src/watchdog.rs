@@ -16,7 +16,7 @@ use redis::Value;
 
 use crate::config::millis;
 use crate::holds::Hold;
-use crate::keys::hash_slot;
+use crate::keys::slot_of;
 use crate::raw::Renewal;
 use crate::shared::ClientInner;
 
@@ -64,14 +64,12 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     // One script per batch of holds renewed the same way (the kind decides), and on a cluster
     // per hash slot: a script must touch one slot.
     let cluster = client.conn.is_cluster();
-    let mut groups: std::collections::BTreeMap<(u8, u16), Vec<Arc<Hold>>> =
-        std::collections::BTreeMap::new();
+    let mut groups: std::collections::HashMap<
+        (u8, Option<redis::cluster_routing::Slot>),
+        Vec<Arc<Hold>>,
+    > = std::collections::HashMap::new();
     for h in slots {
-        let slot = if cluster {
-            hash_slot(h.key.as_bytes())
-        } else {
-            0
-        };
+        let slot = cluster.then(|| slot_of(h.key.as_bytes()));
         groups.entry((h.renewal.batch(), slot)).or_default().push(h);
     }
     let batches = groups.values().flat_map(|g| g.chunks(BATCH)).map(|chunk| {

@@ -57,6 +57,7 @@ async fn raw(cluster: &TestCluster) -> redis::cluster_async::ClusterConnection {
 async fn cluster_suite() {
     let cluster = TestCluster::start(1);
     locks_in_many_slots_and_hash_tags(&cluster).await;
+    names_that_split_across_slots_are_refused_before_anything_is_sent(&cluster).await;
     sharded_pubsub_wakes_waiters_across_clients(&cluster).await;
     foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(&cluster).await;
     watchdog_renews_locks_in_different_slots(&cluster).await;
@@ -64,6 +65,115 @@ async fn cluster_suite() {
     plain_pubsub_mode_still_wakes(&cluster).await;
     replica_sync_failure_undoes_the_acquire(&cluster).await;
     slot_moved_while_waiting(&cluster).await;
+}
+
+/// Issue 10, defect 3: with Redisson's naming rule, a name with unbalanced or empty braces puts
+/// its channel or unlock latch in another slot than the key. Such a lock used to be taken and
+/// then never released (`CROSSSLOT` on unlock, renewed forever). Every lock kind must refuse it
+/// up front, leave nothing in Redis, and keep working for names with a proper hash tag.
+async fn names_that_split_across_slots_are_refused_before_anything_is_sent(cluster: &TestCluster) {
+    let c = client(cluster, |c| c).await;
+    let mut raw = raw(cluster).await;
+    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+        let rw = c.get_read_write_lock(name);
+        let results = [
+            (
+                "rlock",
+                c.get_lock(name)
+                    .try_lock()
+                    .await
+                    .map(|g| g.map(|g| g.detach())),
+            ),
+            (
+                "fair",
+                c.get_fair_lock(name)
+                    .try_lock()
+                    .await
+                    .map(|g| g.map(|g| g.detach())),
+            ),
+            (
+                "fenced",
+                c.get_fenced_lock(name)
+                    .try_lock()
+                    .await
+                    .map(|g| g.map(|g| g.detach())),
+            ),
+            (
+                "read",
+                rw.read_lock()
+                    .try_lock()
+                    .await
+                    .map(|g| g.map(|g| g.detach())),
+            ),
+            (
+                "write",
+                rw.write_lock()
+                    .try_lock()
+                    .await
+                    .map(|g| g.map(|g| g.detach())),
+            ),
+        ];
+        for (kind, r) in results {
+            match r {
+                Err(e) => assert!(e.is_invalid_argument(), "{kind} {name:?}: {e}"),
+                Ok(_) => panic!("{kind} {name:?}: a lock that cannot be released was taken"),
+            }
+        }
+        assert!(c
+            .get_lock(name)
+            .unlock()
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(c
+            .get_lock(name)
+            .force_unlock()
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name:?}: something was written");
+    }
+    assert_eq!(
+        c.stats().watched_holds,
+        0,
+        "a refused name is being renewed"
+    );
+    // Names with one non-empty tag, or no braces, work for every kind.
+    for name in ["a{b}c", "{user1}:lock", "plain-name"] {
+        c.get_lock(name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        c.get_fair_lock(name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        c.get_fenced_lock(name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        let rw = c.get_read_write_lock(name);
+        rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
+        rw.write_lock()
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name:?} left its key behind");
+    }
 }
 
 async fn locks_in_many_slots_and_hash_tags(cluster: &TestCluster) {

@@ -109,3 +109,31 @@ async fn a_release_wakes_one_local_waiter_not_two() {
     );
     assert_eq!(waiters.iter().filter(|w| w.is_finished()).count(), 1);
 }
+
+/// Outside a cluster every key lives on one server, so Redisson's names with unbalanced or
+/// empty braces work as they do in Java (only a cluster refuses them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brace_names_work_on_a_single_server() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+        let guard = client.get_lock(name).lock().await.unwrap();
+        guard.unlock().await.unwrap();
+        let rw = client.get_read_write_lock(name);
+        rw.write_lock()
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        client
+            .get_fair_lock(name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+    }
+}

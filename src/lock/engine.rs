@@ -125,10 +125,9 @@ impl<K: LockKind> Lock<K> {
     }
 
     pub(super) fn check_name(&self) -> Result<()> {
-        if self.shared.name.is_empty() {
-            Err(LockError::InvalidArgument("lock name must not be empty"))
-        } else {
-            Ok(())
+        match self.shared.refused {
+            Some(why) => Err(LockError::InvalidArgument(why)),
+            None => Ok(()),
         }
     }
 

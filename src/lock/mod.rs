@@ -17,6 +17,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use crate::error::{from_script, LockError, Result};
+use crate::keys::slot_of;
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
 use crate::shared::Client;
@@ -63,6 +64,8 @@ struct Shared<K> {
     name: String,
     channel: String,
     kind: K,
+    /// Why this name cannot be locked here, found once when the handle is made.
+    refused: Option<&'static str>,
 }
 
 impl<K: LockKind> Clone for Lock<K> {
@@ -98,12 +101,14 @@ pub enum LockTtl {
 impl<K: LockKind> Lock<K> {
     pub(crate) fn new(client: Client, name: String, kind: K) -> Self {
         let channel = kind.channel(&name);
+        let refused = refusal(&client, &name, &kind);
         Lock {
             shared: Arc::new(Shared {
                 client,
                 name,
                 channel,
                 kind,
+                refused,
             }),
             owner: None,
         }
@@ -526,6 +531,30 @@ impl<K: LockKind> Lock<K> {
             t => LockTtl::Expires(Duration::from_millis(t as u64)),
         })
     }
+}
+
+/// Why `name` cannot be locked on this client, if it cannot: an empty name, or, on a cluster,
+/// a name whose related keys fall in other hash slots than the key itself. Redisson's naming
+/// rule wraps the name in `{...}` unless it contains `{` anywhere, so `a{b`, `a}b`, `{}x` or
+/// `x{}y{z}` leave the channel or the latch in another slot: such a lock could be taken but
+/// never released (`CROSSSLOT`), by Redisson too. Standalone and Sentinel accept them.
+fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("lock name must not be empty");
+    }
+    if !client.conn().is_cluster() {
+        return None;
+    }
+    let field = kind.field(format!("{}:1", client.id()));
+    let slot = slot_of(name.as_bytes());
+    let split = crate::raw::related_keys(kind, name, &field)
+        .iter()
+        .any(|k| slot_of(k.as_bytes()) != slot);
+    split.then_some(
+        "on a Redis Cluster the lock name must keep its related keys in its hash slot: use a \
+         name without `{` `}` or with one non-empty hash tag, e.g. `{orders}:42` (Redisson's \
+         naming rule puts the channel and latch of other names in another slot)",
+    )
 }
 
 fn check_lease(lease: Duration) -> Result<()> {

@@ -46,6 +46,11 @@ fn names(key: &str) -> (String, String) {
 }
 
 impl RawLock for Fair {
+    fn extra_keys(&self, name: &str, _field: &str) -> Vec<String> {
+        let (queue, timeouts) = names(name);
+        vec![queue, timeouts]
+    }
+
     fn wait_channel(&self, channel: &str, field: &str) -> String {
         format!("{channel}:{field}")
     }

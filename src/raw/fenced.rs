@@ -22,6 +22,10 @@ use crate::{keys, scripts};
 pub struct Fenced;
 
 impl RawLock for Fenced {
+    fn extra_keys(&self, name: &str, _field: &str) -> Vec<String> {
+        vec![keys::prefix_name(keys::TOKEN_PREFIX, name)]
+    }
+
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         let token_key = keys::prefix_name(keys::TOKEN_PREFIX, op.key);
         scripts::fenced_lock(op.key, &token_key, op.lease_ms, op.field)

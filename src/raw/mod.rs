@@ -152,10 +152,29 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
+    /// Keys this kind's scripts touch besides the lock key, its channels and its unlock latch
+    /// (fair queue, token counter, read timeouts), for lock `name` and owner `field`.
+    fn extra_keys(&self, _name: &str, _field: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     /// How the watchdog renews a hold of `field` on `key`.
     fn renewal(&self, _key: &str, _field: &str) -> Renewal {
         Renewal::Hash
     }
+}
+
+/// Every key and channel a lock of `kind` called `name` touches besides the key itself. On a
+/// cluster, a script may only touch keys of one hash slot, so they must all share the key's.
+pub(crate) fn related_keys<K: RawLock>(kind: &K, name: &str, field: &str) -> Vec<String> {
+    let channel = kind.channel(name);
+    let mut keys = vec![
+        kind.wait_channel(&channel, field),
+        channel,
+        crate::keys::unlock_latch(name, "00000000000000000000000000000000"),
+    ];
+    keys.extend(kind.extra_keys(name, field));
+    keys
 }
 
 /// A kind of lock (sealed: the kinds are the ones this crate implements).

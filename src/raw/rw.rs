@@ -58,6 +58,10 @@ impl RawLock for Read {
         keys::rwlock_channel(name)
     }
 
+    fn extra_keys(&self, name: &str, field: &str) -> Vec<String> {
+        vec![timeout_prefix(name, field), key_prefix(name)]
+    }
+
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         let write_field = format!("{}:write", op.field);
         scripts::read_lock(
