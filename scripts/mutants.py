@@ -139,6 +139,14 @@ MUTANTS = [
         "a name whose channel/latch fall in another cluster slot is locked (and can never be released)",
     ),
     (
+        "latch-queue-unbounded",
+        "src/latches.rs",
+        """        let (tx, rx) = mpsc::channel(capacity.max(1));""",
+        """        let (tx, rx) = mpsc::channel(1 << 20);""",
+        ["--test", "latches"],
+        "the unlock-latch queue grows without bound when unlocks outpace the deleter",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

@@ -95,7 +95,7 @@ impl Client {
         };
         let pubsub = PubSub::start(source, &config);
         let wake = Arc::new(Notify::new());
-        let latches = crate::latches::Latches::start(conn.clone());
+        let latches = crate::latches::Latches::start(conn.clone(), config.latch_queue());
         let inner = Arc::new_cyclic(|weak| ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),
             latches,
@@ -192,6 +192,8 @@ impl Client {
             watched_holds: self.inner.holds.watched().len(),
             subscribed_channels: self.inner.pubsub.live_channels(),
             subscriber_connections: *self.inner.pubsub.connections().borrow(),
+            pending_latch_deletions: self.inner.latches.pending(),
+            dropped_latch_deletions: self.inner.latches.dropped(),
         }
     }
 
@@ -231,4 +233,8 @@ pub struct ClientStats {
     pub subscribed_channels: usize,
     /// Subscriber connections opened so far (grows by one per reconnect).
     pub subscriber_connections: u64,
+    /// Unlock latches waiting for the batched `UNLINK` (at most `Config::latch_queue`).
+    pub pending_latch_deletions: usize,
+    /// Unlock latches left to expire by their PX because the deletion queue was full.
+    pub dropped_latch_deletions: u64,
 }

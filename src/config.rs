@@ -25,6 +25,10 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Upper bound of the delay between tries.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 
+/// How many unlock-latch deletions may wait for the batched `UNLINK`; past that, a latch is
+/// left to expire by its own PX (the retry budget), so memory stays bounded at any unlock rate.
+pub const DEFAULT_LATCH_QUEUE: usize = 16_384;
+
 /// How long `WAIT` may take for replicas to confirm a lock write (Redisson's
 /// `slavesSyncTimeout`).
 pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
@@ -90,6 +94,7 @@ pub struct Config {
     fair_lock_wait_timeout: Duration,
     retry_attempts: u32,
     retry_delay: Duration,
+    latch_queue: usize,
 }
 
 impl Config {
@@ -139,6 +144,7 @@ impl Config {
             fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
             retry_attempts: DEFAULT_RETRY_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
+            latch_queue: DEFAULT_LATCH_QUEUE,
         }
     }
 
@@ -200,6 +206,20 @@ impl Config {
     pub fn with_retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self
+    }
+
+    /// How many unlock-latch deletions may queue for the batched `UNLINK`
+    /// ([`DEFAULT_LATCH_QUEUE`]). A latch only guards its own unlock's retries; one that finds the
+    /// queue full is not deleted but expires by its PX, so an unlock rate the deleter cannot
+    /// follow costs keys that live a few seconds, never unbounded memory. At least 1.
+    pub fn with_latch_queue(mut self, capacity: usize) -> Self {
+        self.latch_queue = capacity;
+        self
+    }
+
+    /// See [`Config::with_latch_queue`].
+    pub fn latch_queue(&self) -> usize {
+        self.latch_queue
     }
 
     /// Where the deployment is.
@@ -332,6 +352,11 @@ impl Config {
         if self.replica_sync == Some(Some(Duration::ZERO)) {
             return Err(LockError::InvalidArgument(
                 "replica sync timeout must be non-zero (use None to turn it off)",
+            ));
+        }
+        if self.latch_queue == 0 {
+            return Err(LockError::InvalidArgument(
+                "the latch queue must hold at least 1 deletion",
             ));
         }
         if self.retry_attempts == 0 {

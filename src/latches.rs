@@ -4,8 +4,13 @@
 //! and a retry happens before the unlock returns. Redisson sends one `DEL` per unlock; we collect
 //! them and send one `UNLINK` per batch (per hash slot on a cluster), which takes a command off
 //! every lock/unlock cycle. The latch's own PX bounds any key whose deletion is lost.
+//!
+//! The queue is bounded (`Config::with_latch_queue`): full batches go out back to back, and a
+//! deletion that finds the queue full is dropped and counted; its latch expires by its PX. So
+//! memory stays bounded at any unlock rate, and so does the number of latch keys (rate x PX).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redis::cluster_routing::Slot;
 use std::time::Duration;
@@ -23,21 +28,40 @@ const BATCH: usize = 500;
 
 /// The sending side; the task ends when it is dropped (with the client).
 #[derive(Debug)]
-pub(crate) struct Latches(mpsc::UnboundedSender<String>);
+pub(crate) struct Latches {
+    tx: mpsc::Sender<String>,
+    dropped: AtomicU64,
+}
 
 impl Latches {
-    pub(crate) fn start(conn: Conn) -> Latches {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(crate) fn start(conn: Conn, capacity: usize) -> Latches {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
         tokio::spawn(run(conn, rx));
-        Latches(tx)
+        Latches {
+            tx,
+            dropped: AtomicU64::new(0),
+        }
     }
 
+    /// Queues a latch for deletion, or leaves it to its PX when the queue is full.
     pub(crate) fn delete(&self, latch: String) {
-        let _ = self.0.send(latch);
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(latch) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Deletions waiting in the queue.
+    pub(crate) fn pending(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Deletions dropped because the queue was full (those latches expired by their PX).
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 }
 
-fn drain(rx: &mut mpsc::UnboundedReceiver<String>, keys: &mut Vec<String>) {
+fn drain(rx: &mut mpsc::Receiver<String>, keys: &mut Vec<String>) {
     while keys.len() < BATCH {
         match rx.try_recv() {
             Ok(k) => keys.push(k),
@@ -46,7 +70,7 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<String>, keys: &mut Vec<String>) {
     }
 }
 
-async fn run(mut conn: Conn, mut rx: mpsc::UnboundedReceiver<String>) {
+async fn run(mut conn: Conn, mut rx: mpsc::Receiver<String>) {
     while let Some(first) = rx.recv().await {
         let mut keys = vec![first];
         drain(&mut rx, &mut keys);
