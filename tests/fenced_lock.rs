@@ -125,7 +125,9 @@ async fn tokens_strictly_increase_across_contending_holders() {
     assert_eq!(seen, (1..=n as i64).collect::<Vec<_>>());
 }
 
-/// What a fenced resource does: remember the highest token and refuse anything older.
+/// What a fenced resource does: remember the highest token and refuse anything not newer. Each
+/// hold writes once here, so an equal token is a second writer with a reissued token (e.g.
+/// after the counter was lost) and is refused too.
 #[derive(Default)]
 struct Storage {
     max_token: i64,
@@ -134,7 +136,7 @@ struct Storage {
 
 impl Storage {
     fn write(&mut self, token: i64, value: &str) -> Result<(), i64> {
-        if token < self.max_token {
+        if token <= self.max_token {
             return Err(self.max_token);
         }
         self.max_token = token;
@@ -173,6 +175,8 @@ async fn a_stale_holders_token_is_older_and_rejected() {
     // Alice wakes up and tries to write under her old hold: refused.
     assert!(a.is_lost());
     assert_eq!(storage.write(a.token(), "alice 2"), Err(b.token()));
+    // A token equal to the newest (a reissued one) is refused as well.
+    assert_eq!(storage.write(b.token(), "bob again"), Err(b.token()));
     assert_eq!(storage.value, "bob");
     assert!(a.unlock().await.unwrap_err().is_lease_lost());
     // Bob's hold is untouched by Alice's late unlock.

@@ -262,9 +262,15 @@ async fn ten_contenders_exactly_one_wins() {
     let nodes = Arc::new(nodes(3).await);
     let winners = contend(nodes.clone(), "ten", Duration::from_secs(3)).await;
     assert_eq!(winners, 1);
-    // Without a wait, simultaneous contenders may split the members: never two winners.
-    let winners = contend(nodes.clone(), "ten-now", Duration::ZERO).await;
-    assert!(winners <= 1, "{winners} winners");
+    // Without a wait, simultaneous contenders may split the members: never two winners, and
+    // some round must have one (zero winners forever would also pass `<= 1`).
+    let mut rounds_won = 0;
+    for _ in 0..20 {
+        let winners = contend(nodes.clone(), "ten-now", Duration::ZERO).await;
+        assert!(winners <= 1, "{winners} winners");
+        rounds_won += winners;
+    }
+    assert!(rounds_won > 0, "no zero-wait round was ever won");
     for name in ["ten", "ten-now"] {
         assert!(nodes.nodes_with_ours(&nodes.all(), name).await.is_empty());
     }
@@ -357,4 +363,18 @@ async fn unlock_reports_an_unreachable_node_and_releases_the_rest() {
     for i in [0, 2] {
         assert!(nodes.fields(i, "partial").await.is_empty(), "node {i}");
     }
+}
+
+/// Mutual exclusion over time, not just at one instant: five contenders take the lock four
+/// times each; never two inside at once, and every acquisition happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contenders_take_turns_one_at_a_time() {
+    let nodes = Arc::new(nodes(3).await);
+    let (most, wins) = exclusion(nodes.clone(), "turns", multi, 5, 4).await;
+    assert_eq!(most, 1, "two holders of a MultiLock at once");
+    assert_eq!(wins, 20);
+    assert!(nodes
+        .nodes_with_ours(&nodes.all(), "turns")
+        .await
+        .is_empty());
 }

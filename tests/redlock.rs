@@ -267,7 +267,8 @@ async fn ten_contenders_exactly_one_wins() {
             winners += usize::from(t.await.unwrap());
         }
         if wait.is_zero() {
-            // Simultaneous tries may split the votes: never two winners.
+            // Simultaneous tries may split the votes: never two winners (that some zero-wait
+            // try can win at all is checked below).
             assert!(winners <= 1, "{name}: {winners} winners");
         } else {
             assert_eq!(winners, 1, "{name}");
@@ -322,4 +323,30 @@ async fn dropped_acquire_leaves_nothing_behind() {
     for i in [1, 2] {
         assert!(nodes.foreign_still_holds(i, "dropped").await);
     }
+}
+
+/// Zero-wait tries that split the votes may all lose, but not forever: one alone wins at once.
+#[tokio::test]
+async fn a_lone_zero_wait_try_wins() {
+    let nodes = nodes(3).await;
+    let g = redlock(&nodes, "lone")
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("a lone try on free nodes lost");
+    g.unlock().await.unwrap();
+}
+
+/// Mutual exclusion over time: five contenders take the RedLock four times each; never two
+/// inside at once, and every acquisition happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contenders_take_turns_one_at_a_time() {
+    let nodes = Arc::new(nodes(3).await);
+    let (most, wins) = exclusion(nodes.clone(), "turns", redlock, 5, 4).await;
+    assert_eq!(most, 1, "two holders of a RedLock at once");
+    assert_eq!(wins, 20);
+    assert!(nodes
+        .nodes_with_ours(&nodes.all(), "turns")
+        .await
+        .is_empty());
 }

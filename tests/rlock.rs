@@ -467,20 +467,26 @@ async fn expired_lease_hands_over_to_a_waiter() {
     let mut raw = server.conn().await;
     let name = "conf:expire";
     let lock = client.get_lock(name);
-    let holder = lock
-        .lock_with_lease(Duration::from_millis(500))
-        .await
-        .unwrap();
+    let lease = Duration::from_millis(500);
+    let taken = Instant::now();
+    let holder = lock.lock_with_lease(lease).await.unwrap();
     assert!(!holder.is_lost());
 
     let l = lock.clone();
     let waiter = tokio::spawn(async move { l.lock().await.unwrap() });
     // Nobody releases: the waiter's wait is bounded by the holder's TTL, since expiry
-    // publishes nothing.
-    let next = tokio::time::timeout(WAIT, waiter)
+    // publishes nothing. T4: the hand-over comes right after the lease, not after some
+    // unrelated timeout (the bound is generous for a loaded machine, but far below what a wait
+    // that ignored the TTL, or overslept it, would take).
+    let handover = lease + Duration::from_millis(1_500);
+    let next = tokio::time::timeout(handover, waiter)
         .await
-        .expect("waiter did not take over an expired lease")
+        .expect("waiter did not take over an expired lease within lease + 1.5 s")
         .unwrap();
+    assert!(
+        taken.elapsed() >= lease,
+        "taken over before the lease ran out"
+    );
     assert_ne!(next.owner(), holder.owner());
     assert!(holder.is_lost());
     tokio::time::timeout(WAIT, holder.lost())

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config, LockError, QuorumError, RLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use redisson_lock::{Client, Config, LockError, MultiLock, QuorumError, QuorumPolicy, RLock};
 
 use crate::support::{servers, TestServer};
 
@@ -115,4 +118,45 @@ pub fn quorum(e: LockError) -> QuorumError {
 /// Nodes of `0..n` that are in `mask`.
 pub fn members(mask: u32, n: usize) -> Vec<usize> {
     (0..n).filter(|i| mask & (1 << i) != 0).collect()
+}
+
+/// `tasks` contenders each take the lock `rounds` times (trying again until they get it) and
+/// hold it for a moment, counting who is inside. Returns (most holders inside at once,
+/// acquisitions): mutual exclusion means exactly 1 and `tasks * rounds`.
+pub async fn exclusion<P: QuorumPolicy + 'static>(
+    nodes: Arc<Nodes>,
+    name: &'static str,
+    make: fn(&Nodes, &str) -> MultiLock<P>,
+    tasks: usize,
+    rounds: usize,
+) -> (usize, usize) {
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let wins = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (nodes, inside, most, wins) =
+                (nodes.clone(), inside.clone(), most.clone(), wins.clone());
+            tokio::spawn(async move {
+                let m = make(&nodes, name);
+                for _ in 0..rounds {
+                    let guard = loop {
+                        if let Some(g) = m.try_lock_for(Duration::from_secs(2)).await.unwrap() {
+                            break g;
+                        }
+                    };
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    wins.fetch_add(1, Ordering::SeqCst);
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.unwrap();
+    }
+    (most.load(Ordering::SeqCst), wins.load(Ordering::SeqCst))
 }
