@@ -171,6 +171,21 @@ MUTANTS = [
         "an unlock that never reached the server reports success",
     ),
     (
+        "wakeup-after-attempt",
+        "src/lock/engine.rs",
+        """            let notified = channel.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pause = match self.attempt(try_).await {""",
+        """            let attempt = self.attempt(try_).await;
+            let notified = channel.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pause = match attempt {""",
+        ["--test", "wakeups", "readers_never_miss_a_writers_release"],
+        "a waiter registers for the release message after its attempt: a wake-all in between is lost",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",
