@@ -1,0 +1,93 @@
+//! The lease watchdog, measured from Redis and through a fault proxy (issue 10): renewals come
+//! every third of the lease, and a guard's validity counts from when a renewal was *sent*, less
+//! Redlock's drift allowance, never from when its reply came back.
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+use redisson_lock::{Client, Config};
+use support::proxy::{Mode, Proxy};
+use support::*;
+
+/// Under renewal the key's TTL never falls much below 2/3 of the lease: renewing every lease/3
+/// keeps it above that, every lease/2 lets it fall to 1/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_keep_the_ttl_above_two_thirds_of_the_lease() {
+    let server = TestServer::start();
+    let lease = Duration::from_secs(3);
+    let client = server.client_with(|c| c.with_watchdog_timeout(lease)).await;
+    let mut raw = server.conn().await;
+    let guard = client.get_lock("wd:period").lock().await.unwrap();
+    let mut lowest = i64::MAX;
+    let until = Instant::now() + Duration::from_millis(4_200); // four renewal periods
+    while Instant::now() < until {
+        let ttl: i64 = raw.pttl("wd:period").await.unwrap();
+        lowest = lowest.min(ttl);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // 2/3 of 3 s is 2 s; 400 ms of slack for a late tick on a loaded machine (lease/2: 1.5 s).
+    assert!(lowest >= 1_600, "the TTL fell to {lowest} ms under renewal");
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+}
+
+/// With every reply delayed (not the requests' effect), confirmations come late. Validity counts
+/// from the send: the server applied the renewal no later than the reply says, but possibly as
+/// early as the send, so the guard must give up when send + lease (less drift) passes without a
+/// newer confirmed send. Counting from the reply would keep it "valid" forever here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validity_counts_from_the_send_not_the_reply() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let lease = Duration::from_millis(1_500);
+    let client = Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(lease))
+        .await
+        .unwrap();
+    let guard = client.get_lock("wd:send").lock().await.unwrap();
+    // 400 ms each way: a renewal is confirmed 800 ms after it was sent and the next one is sent
+    // 500 ms later, so confirmed sends are 1.3 s apart and each is confirmed 2.1 s after the
+    // previous send: past the 1.48 s validity counted from the send, inside it from the reply.
+    proxy.set(Mode::Delay(Duration::from_millis(400)));
+    let lost = tokio::time::timeout(Duration::from_secs(8), guard.lost()).await;
+    assert!(
+        lost.is_ok(),
+        "renewals confirmed 800 ms after their send kept the guard valid"
+    );
+    assert!(guard.is_lost());
+    proxy.set(Mode::Pass);
+}
+
+/// The drift allowance: with renewals cut off right after a confirmed one, the guard is lost
+/// before send + lease (by 1 % + 2 ms), not at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validity_ends_a_drift_allowance_before_the_lease() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let lease = Duration::from_secs(5);
+    let drift = lease / 100 + Duration::from_millis(2); // 52 ms
+    let client = Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(lease))
+        .await
+        .unwrap();
+    let guard = client.get_lock("wd:drift").lock().await.unwrap();
+    let before = Instant::now();
+    client.renew_now().await;
+    let after = Instant::now();
+    proxy.set(Mode::Blackhole);
+    // The confirmed renewal was sent in [before, after]: valid until at most
+    // after + lease - drift. Check halfway into the allowance.
+    let check = after + lease - drift / 2;
+    tokio::time::sleep_until(check.into()).await;
+    assert!(
+        guard.is_lost(),
+        "still valid {:?} after the last confirmed send (lease {lease:?}, drift {drift:?})",
+        check - before
+    );
+    if after - before >= drift / 2 {
+        eprintln!(
+            "note: renew_now took {:?}; the drift check was not sharp",
+            after - before
+        );
+    }
+    proxy.set(Mode::Pass);
+}
