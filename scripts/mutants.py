@@ -210,6 +210,14 @@ MUTANTS = [
         "a watchdog hold counts as valid for the whole lease, with no clock-drift allowance",
     ),
     (
+        "watchdog-off",
+        "src/watchdog.rs",
+        """    let slots = client.holds.watched();""",
+        """    let slots: Vec<Arc<Hold>> = Vec::new();""",
+        ["--test", "fault_soak", "--test", "fault_holders"],
+        "the watchdog never renews: holds longer than the lease expire under their holders",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

@@ -58,6 +58,38 @@ async fn fault_free_holders_never_overlap() {
     assert_eq!(numsub(&server, &channel(lock)).await, 0);
 }
 
+/// Fault-free, holds longer than the lease: three processes hold for 1.3 s under a 900 ms
+/// watchdog lease, so every hold lives only by its renewals (with the watchdog off, each is
+/// lost and the next holder overlaps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_free_holds_longer_than_the_lease_are_renewed() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let lock = "fault:long";
+    let mut holders: Vec<Holder> = (0..3)
+        .map(|i| {
+            let mut spec = HolderSpec::new(&server.url(), lock);
+            spec.iterations = 2;
+            spec.watchdog_ms = 900;
+            spec.hold_ms = 1300;
+            Holder::spawn(&spec, history_path(dir.path(), i))
+        })
+        .collect();
+    for h in &mut holders {
+        assert!(h.wait(Duration::from_secs(90)).await, "holder failed");
+    }
+    let paths: Vec<_> = holders.iter().map(|h| h.history.clone()).collect();
+    let mut store = server.conn().await;
+    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    assert_eq!(report.holds.len(), 6, "{report:?}");
+    assert_eq!(
+        report.lost_holds(),
+        0,
+        "a renewed hold was lost: {report:?}"
+    );
+    report.assert_safe("fault-free, long holds");
+}
+
 /// T7: a holder is SIGKILLed while holding (watchdog lease 2 s). Its lease runs out, the waiting
 /// processes and an in-process waiter acquire, nobody overlaps the dead holder, and no
 /// subscription is left behind.

@@ -276,6 +276,32 @@ impl Hold {
     }
 }
 
+/// One fault the nemesis injected, on the holders' `CLOCK_MONOTONIC` timeline.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub kind: &'static str,
+    /// The holder process it hit; `None`: the lock server (every holder).
+    pub target: Option<u32>,
+    pub start: u64,
+    pub end: u64,
+    /// Whether this fault can make a hold lost (a holder paused or killed, the server stopped,
+    /// restarted or its command connections killed); a subscriber-connection kill cannot.
+    pub can_lose: bool,
+}
+
+impl Fault {
+    /// A fault over `[start, now]`.
+    pub fn new(kind: &'static str, target: Option<u32>, start: u64, can_lose: bool) -> Fault {
+        Fault {
+            kind,
+            target,
+            start,
+            end: mono_ns(),
+            can_lose,
+        }
+    }
+}
+
 /// Everything the checker found.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -307,6 +333,27 @@ impl Report {
 
     pub fn lost_holds(&self) -> usize {
         self.holds.iter().filter(|h| h.lost).count()
+    }
+
+    /// Holds reported lost with no injected fault that could explain it: a fault that can
+    /// lose holds, on this holder or on the server, during the hold (or the 200 ms its release
+    /// takes to say so). Inside the model a hold is never lost, so every lost hold must be tied
+    /// to an injected fault (a watchdog that does not renew fails here).
+    pub fn unexplained_lost(&self, faults: &[Fault]) -> Vec<&Hold> {
+        self.holds
+            .iter()
+            .filter(|h| h.lost)
+            .filter(|h| {
+                let from = h.start;
+                let to = h.end_or(u64::MAX).saturating_add(200_000_000);
+                !faults.iter().any(|f| {
+                    f.can_lose
+                        && f.target.is_none_or(|pid| pid == h.pid)
+                        && f.start <= to
+                        && f.end >= from
+                })
+            })
+            .collect()
     }
 
     /// Asserts the fault-free (inside the model) properties.
