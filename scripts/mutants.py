@@ -218,6 +218,14 @@ MUTANTS = [
         "the watchdog never renews: holds longer than the lease expire under their holders",
     ),
     (
+        "hold-not-forgotten",
+        "src/lock/cleanup.rs",
+        """        self.lock.client().holds().forget(self.hold);""",
+        """        let _ = self.hold;""",
+        ["--test", "cancellation", "five_thousand"],
+        "an acquisition that ends without the lock leaves its bookkeeping behind (until the idle sweep)",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

@@ -542,3 +542,118 @@ async fn guard_moved_to_another_task_unlocks_there() {
     assert!(!exists(&mut raw, name).await);
     assert_all_clear(&server, &client, name, "moved guards").await;
 }
+
+/// T14: 5,000 acquisitions that time out, are cancelled mid-flight, or succeed, from eight
+/// tasks at once against held and free locks. Afterwards the client holds nothing, is
+/// subscribed to nothing (locally and on the server), and has no task left over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
+    let server = TestServer::start();
+    let holder = server.client().await;
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let held: Vec<String> = (0..3).map(|i| format!("t14:held:{i}")).collect();
+    let guards: Vec<_> = futures_held(&holder, &held).await;
+    // Warm up: the subscriber connection and its task exist from the first wait on.
+    assert!(client
+        .get_lock(held[0].clone())
+        .try_lock_for(Duration::from_millis(5))
+        .await
+        .unwrap()
+        .is_none());
+    let quiet = eventually(SETTLE, || async { client.stats().subscribed_channels == 0 }).await;
+    assert!(quiet);
+    let baseline = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let (client, held) = (client.clone(), held.clone());
+            tokio::spawn(async move {
+                for i in 0..625usize {
+                    let name = &held[(t + i) % held.len()];
+                    match i % 3 {
+                        0 => {
+                            let got = client
+                                .get_lock(name.clone())
+                                .try_lock_for(Duration::from_millis(1))
+                                .await
+                                .unwrap();
+                            assert!(got.is_none(), "took a held lock");
+                        }
+                        1 => {
+                            let lock = client.get_lock(name.clone());
+                            let r =
+                                tokio::time::timeout(Duration::from_millis(2), lock.lock()).await;
+                            assert!(r.is_err(), "took a held lock");
+                        }
+                        _ => {
+                            let g = client
+                                .get_lock(format!("t14:free:{t}:{}", i % 7))
+                                .lock()
+                                .await
+                                .unwrap();
+                            g.unlock().await.unwrap();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+
+    // Well before the watchdog's idle sweep (every 10 s) would tidy up forgotten holds: each
+    // acquisition must forget its own.
+    let settled = eventually(Duration::from_secs(5), || async {
+        let s = client.stats();
+        s.subscribed_channels == 0 && s.tracked_holds == 0 && s.watched_holds == 0
+    })
+    .await;
+    assert!(settled, "left behind: {:?}", client.stats());
+    let tasks_back = eventually(SETTLE, || async {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+            <= baseline
+    })
+    .await;
+    assert!(
+        tasks_back,
+        "{} tasks alive after the run, {baseline} before",
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    );
+    for name in &held {
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(n, 0, "{channel} still subscribed on the server");
+        let fields: std::collections::HashMap<String, i64> = raw.hgetall(name).await.unwrap();
+        assert_eq!(fields.len(), 1, "{name}: {fields:?}");
+        assert_eq!(fields.values().sum::<i64>(), 1, "{name}: {fields:?}");
+    }
+    let free: Vec<String> = raw.keys("t14:free:*").await.unwrap();
+    assert!(free.is_empty(), "free locks left held: {free:?}");
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+}
+
+async fn futures_held(
+    holder: &Client,
+    names: &[String],
+) -> Vec<redisson_lock::LockGuard<redisson_lock::Reentrant>> {
+    let mut guards = Vec::new();
+    for n in names {
+        guards.push(holder.get_lock(n.clone()).lock().await.unwrap());
+    }
+    guards
+}
