@@ -226,6 +226,14 @@ MUTANTS = [
         "an acquisition that ends without the lock leaves its bookkeeping behind (until the idle sweep)",
     ),
     (
+        "unlock-message",
+        "src/scripts.rs",
+        """pub(crate) const UNLOCK_MESSAGE: &str = "0";""",
+        """pub(crate) const UNLOCK_MESSAGE: &str = "unlocked";""",
+        ["--test", "redisson_conformance"],
+        "the release publishes another message than Redisson's `0` (Java's decoder fails)",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

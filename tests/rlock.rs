@@ -382,8 +382,8 @@ async fn foreign_holder_excludes_us_and_its_release_message_wakes_our_waiter() {
     );
     let t = pttl(&mut raw, name).await;
     assert!(t > 20_000 && t <= 30_000, "pttl {t}");
-    // Java now sees our hold: its acquire script would get our PTTL back.
-    let java_try: Option<i64> = redis::Script::new(include_str!("../lua/lock.lua"))
+    // Java now sees our hold: its acquire script (Redisson's, not ours) gets our PTTL back.
+    let java_try: Option<i64> = redis::Script::new(support::redisson::ACQUIRE)
         .key(name)
         .arg(30_000)
         .arg(foreign)

@@ -5,6 +5,7 @@
 pub mod checker;
 pub mod cluster;
 pub mod proxy;
+pub mod redisson;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
