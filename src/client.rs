@@ -66,6 +66,21 @@ impl Client {
             .query_async::<redis::Value>(&mut conn)
             .await
             .map_err(|e| auth_error(e.into()))?;
+        if let Some(aof) = config.aof_sync() {
+            // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
+            // now rather than at the first lock write.
+            let probe = redis::cmd("WAITAOF")
+                .arg(u8::from(aof.local))
+                .arg(0)
+                .arg(1)
+                .query_async::<redis::Value>(&mut conn)
+                .await;
+            if probe.is_err() {
+                return Err(LockError::InvalidArgument(
+                    "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
+                ));
+            }
+        }
         let sharded = match (config.topology(), config.sharded_pubsub()) {
             (Topology::Cluster { .. }, ShardedPubSub::On) => true,
             (Topology::Cluster { .. }, ShardedPubSub::Auto) => {

@@ -33,6 +33,20 @@ pub const DEFAULT_LATCH_QUEUE: usize = 16_384;
 /// `slavesSyncTimeout`).
 pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// `WAITAOF` after lock writes (Redis 7.2+): how many fsyncs must confirm a write before it
+/// counts, beside (or instead of) `WAIT`'s replica acknowledgements. See
+/// [`Config::with_aof_sync`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AofSync {
+    /// Whether the master itself must have fsynced the write to its AOF (`numlocal` 1; needs
+    /// `appendonly yes`).
+    pub local: bool,
+    /// How many replicas must have fsynced it to theirs (`numreplicas`).
+    pub replicas: u32,
+    /// How long `WAITAOF` may wait.
+    pub timeout: Duration,
+}
+
 /// Where the Redis deployment is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -95,6 +109,7 @@ pub struct Config {
     retry_attempts: u32,
     retry_delay: Duration,
     latch_queue: usize,
+    aof_sync: Option<AofSync>,
 }
 
 impl Config {
@@ -145,6 +160,7 @@ impl Config {
             retry_attempts: DEFAULT_RETRY_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
             latch_queue: DEFAULT_LATCH_QUEUE,
+            aof_sync: None,
         }
     }
 
@@ -163,6 +179,35 @@ impl Config {
     pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.replica_sync = Some(timeout);
         self
+    }
+
+    /// `WAITAOF` after every lock write (acquire, release, renewal, force-unlock), Redis 7.2+:
+    /// the write counts only once the master (`local`) and/or `replicas` replicas have fsynced
+    /// it, so a crash or failover right after cannot forget it. A write not confirmed in time
+    /// fails with [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) and an acquire is
+    /// undone, as with `WAIT`. Off by default (Redisson has no such option). [`Client::connect`]
+    /// fails with `InvalidArgument` on a server without `WAITAOF` (before 7.2) or, with `local`,
+    /// without `appendonly yes`.
+    ///
+    /// [`Client::connect`]: crate::Client::connect
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_lock::{AofSync, Config};
+    /// let config = Config::new("redis://127.0.0.1/").with_aof_sync(Some(AofSync {
+    ///     local: true,
+    ///     replicas: 0,
+    ///     timeout: Duration::from_millis(500),
+    /// }));
+    /// ```
+    pub fn with_aof_sync(mut self, sync: Option<AofSync>) -> Self {
+        self.aof_sync = sync;
+        self
+    }
+
+    /// See [`Config::with_aof_sync`].
+    pub fn aof_sync(&self) -> Option<AofSync> {
+        self.aof_sync
     }
 
     /// The lease of watchdog-mode locks; they are renewed every third of it.
@@ -353,6 +398,18 @@ impl Config {
             return Err(LockError::InvalidArgument(
                 "replica sync timeout must be non-zero (use None to turn it off)",
             ));
+        }
+        if let Some(a) = self.aof_sync {
+            if a.timeout.is_zero() || a.timeout > MAX {
+                return Err(LockError::InvalidArgument(
+                    "the WAITAOF timeout must be non-zero and at most 100 years",
+                ));
+            }
+            if !a.local && a.replicas == 0 {
+                return Err(LockError::InvalidArgument(
+                    "WAITAOF needs the master (local) or at least one replica to confirm",
+                ));
+            }
         }
         if self.latch_queue == 0 {
             return Err(LockError::InvalidArgument(

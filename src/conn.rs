@@ -18,7 +18,7 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, Sl
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::config::{Config, Topology};
+use crate::config::{millis, AofSync, Config, Topology};
 use crate::error::LockError;
 use crate::keys::slot_of;
 
@@ -27,6 +27,8 @@ use crate::keys::slot_of;
 pub(crate) struct Conn {
     kind: Kind,
     sync: Option<Arc<ReplicaSync>>,
+    /// `WAITAOF` after synced writes.
+    aof: Option<AofSync>,
     /// This handle follows scripts with `WAIT` (see [`Conn::synced`]).
     synced: bool,
     /// The last `WAIT` of this handle that no replica confirmed.
@@ -86,6 +88,7 @@ impl Conn {
         Ok(Conn {
             kind,
             sync,
+            aof: config.aof_sync(),
             synced: false,
             shortfall: None,
         })
@@ -142,26 +145,37 @@ impl Conn {
 
     /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
     /// does outside single-server mode, and fails when replicas exist but none confirmed.
-    async fn synced_write(&mut self, cmd: &Cmd, sync: &ReplicaSync) -> RedisResult<Value> {
+    async fn synced_write(&mut self, cmd: &Cmd, sync: Option<&ReplicaSync>) -> RedisResult<Value> {
         let slot = script_slot(cmd);
-        let replicas = match sync.replicas.get(&slot).map(|r| *r) {
-            Some(n) => n,
-            None => {
-                let n = self.connected_replicas(slot).await?;
-                sync.replicas.insert(slot, n);
-                n
-            }
+        let replicas = match sync {
+            None => 0,
+            Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
+                Some(n) => n,
+                None => {
+                    let n = self.connected_replicas(slot).await?;
+                    sync.replicas.insert(slot, n);
+                    n
+                }
+            },
         };
-        if replicas == 0 {
+        let wait = sync.filter(|_| replicas > 0);
+        if wait.is_none() && self.aof.is_none() {
             return self.raw(cmd).await;
         }
         let mut pipe = redis::pipe();
-        pipe.add_command(cmd.clone())
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(u64::try_from(sync.timeout.as_millis()).unwrap_or(u64::MAX));
-        let replies = self.raw_pipeline(&pipe, 2).await;
-        if replies.is_err() {
+        pipe.add_command(cmd.clone());
+        if let Some(sync) = wait {
+            pipe.cmd("WAIT").arg(replicas).arg(millis(sync.timeout));
+        }
+        if let Some(aof) = self.aof {
+            pipe.cmd("WAITAOF")
+                .arg(u8::from(aof.local))
+                .arg(aof.replicas)
+                .arg(millis(aof.timeout));
+        }
+        let count = 1 + usize::from(wait.is_some()) + usize::from(self.aof.is_some());
+        let replies = self.raw_pipeline(&pipe, count).await;
+        if let (Err(_), Some(sync)) = (&replies, sync) {
             // The node may have changed (failover): re-read its replica count next time.
             sync.replicas.remove(&slot);
         }
@@ -171,30 +185,48 @@ impl Conn {
             Some(v) => v,
             None => return Err(protocol_error("empty reply to a lock script")),
         };
-        let acked = match replies.next() {
-            Some(Value::Int(n)) => n,
-            _ => 0,
-        };
-        if acked != replicas {
-            // The topology changed: re-read the replica count next time (Redisson does the same).
-            sync.replicas.remove(&slot);
+        if let Some(sync) = wait {
+            let acked = match replies.next() {
+                Some(Value::Int(n)) => n,
+                _ => 0,
+            };
+            if acked != replicas {
+                // The topology changed: re-read the replica count next time (Redisson too).
+                sync.replicas.remove(&slot);
+            }
+            if acked == 0 {
+                return Err(self.short(replicas, sync.timeout, "replicas confirmed"));
+            }
         }
-        if acked == 0 {
-            // The outcome counts as unknown (the write may not survive a failover): callers
-            // undo it like a lost reply, and report `LockError::ReplicaSync`.
-            self.shortfall = Some(Shortfall {
-                replicas,
-                timeout: sync.timeout,
-            });
-            return Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "none of the {replicas} replicas confirmed the lock write within {:?}",
-                    sync.timeout
-                ),
-            )));
+        if let Some(aof) = self.aof {
+            let (local, remote) = match replies.next() {
+                Some(Value::Array(v)) => match v.as_slice() {
+                    [Value::Int(l), Value::Int(r)] => (*l, *r),
+                    _ => (0, 0),
+                },
+                Some(Value::ServerError(e)) => return Err(e.into()),
+                _ => (0, 0),
+            };
+            if local < i64::from(aof.local) || remote < i64::from(aof.replicas) {
+                return Err(self.short(
+                    i64::from(aof.replicas),
+                    aof.timeout,
+                    "AOF fsyncs confirmed",
+                ));
+            }
         }
         Ok(reply)
+    }
+
+    /// Records a write no replica (or fsync) confirmed: the outcome counts as unknown (it may
+    /// not survive a failover or crash), callers undo it like a lost reply and report
+    /// `LockError::ReplicaSync`.
+    fn short(&mut self, replicas: i64, timeout: Duration, what: &str) -> RedisError {
+        self.shortfall = Some(Shortfall { replicas, timeout });
+        RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("not enough {what} for the lock write within {timeout:?}"),
+        ))
     }
 
     /// `connected_slaves` of the master serving `slot` (`INFO replication`).
@@ -225,7 +257,9 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             match self.sync.clone() {
-                Some(sync) if self.synced && is_script(cmd) => self.synced_write(cmd, &sync).await,
+                sync if self.synced && is_script(cmd) && (sync.is_some() || self.aof.is_some()) => {
+                    self.synced_write(cmd, sync.as_deref()).await
+                }
                 _ => self.raw(cmd).await,
             }
         })
