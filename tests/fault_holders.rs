@@ -1,4 +1,4 @@
-//! Fault injection on lock *holders*: real holder processes (`examples/holder.rs`) killed with
+//! Fault injection on lock *holders*: real holder processes (`tests/holder/src/main.rs`) killed with
 //! SIGKILL or stopped with SIGSTOP, checked by the mutual-exclusion checker.
 //! Scenarios T7, T8 and a fault-free baseline (T35) of docs/reliability.md.
 mod support;

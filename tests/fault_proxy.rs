@@ -17,7 +17,7 @@ const BOUND: Duration = Duration::from_secs(30);
 const LOCK_SHA: &[u8] = b"0b13298217aa66a6663ca8530ea763c3d434ae50";
 const UNLOCK_SHA: &[u8] = b"befa8dddca0ccedf9c31c23d191cc419a6344567";
 
-/// The toy fenced resource (as in examples/holder.rs): accept a write only with a token above
+/// The toy fenced resource (as in tests/holder/src/main.rs): accept a write only with a token above
 /// the highest seen.
 const FENCED_WRITE: &str = r"
 local max = tonumber(redis.call('get', KEYS[1]) or '0')

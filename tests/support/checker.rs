@@ -1,4 +1,4 @@
-//! Holder processes (`examples/holder.rs`) and the checker of their histories.
+//! Holder processes (`tests/holder/src/main.rs`) and the checker of their histories.
 //!
 //! The checker reads every holder's history file and checks, per lock name:
 //! * **mutual exclusion**: hold intervals `[acquired, release invoked]` (CLOCK_MONOTONIC ns,
@@ -33,8 +33,8 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Path of the holder example binary, built once per test binary with the same profile and
-/// target directory as the tests.
+/// Path of the holder binary (the `tests/holder` crate of this workspace), built once per test
+/// binary with the same profile and target directory as the tests.
 pub fn holder_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -45,23 +45,23 @@ pub fn holder_bin() -> PathBuf {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "--example", "holder", "--manifest-path"])
+        cmd.args(["build", "--quiet", "-p", "redisson-lock-holder", "--manifest-path"])
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&target_dir);
         if release {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("run cargo build --example holder");
-        assert!(status.success(), "cargo build --example holder failed");
-        let bin = profile_dir.join("examples").join("holder");
+        let status = cmd.status().expect("run cargo build -p redisson-lock-holder");
+        assert!(status.success(), "cargo build -p redisson-lock-holder failed");
+        let bin = profile_dir.join("holder");
         assert!(bin.exists(), "holder binary missing at {}", bin.display());
         bin
     })
     .clone()
 }
 
-/// Options of one holder process (see `examples/holder.rs`).
+/// Options of one holder process (see `tests/holder/src/main.rs`).
 #[derive(Clone, Debug)]
 pub struct HolderSpec {
     pub url: String,

@@ -7,7 +7,7 @@
 //! starve it; `tests/support/checker.rs` reads the histories.
 //!
 //! ```text
-//! cargo run --example holder -- --url redis://127.0.0.1:6379/ --lock demo --history /tmp/h1
+//! cargo run -p redisson-lock-holder -- --url redis://127.0.0.1:6379/ --lock demo --history /tmp/h1
 //! ```
 //!
 //! Options (all `--name value`):
