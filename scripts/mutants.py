@@ -243,19 +243,27 @@ MUTANTS = [
     ),
 ]
 
-def targets(test):
-    """The `--test NAME` / `--lib` selectors of a test command (without name filters)."""
-    out, i = [], 0
+def command(test):
+    """`--test FILE [FILTER] ...` in the table -> the arguments for the one integration-test
+    binary `tests/it` (each file is a module there): `--test it -- FILE::FILTER ...`."""
+    filters, i = [], 0
     while i < len(test):
         if test[i] == "--test":
-            out += test[i : i + 2]
+            name = test[i + 1]
             i += 2
-        elif test[i] == "--lib":
-            out.append("--lib")
-            i += 1
+            if i < len(test) and not test[i].startswith("--"):
+                filters.append(f"{name}::{test[i]}")
+                i += 1
+            else:
+                filters.append(f"{name}::")
         else:
             i += 1
-    return out
+    return ["--test", "it", "--"] + filters
+
+
+def targets(test):
+    """What must be built for a test command: the `it` binary."""
+    return ["--test", "it"]
 
 
 def run(cmd, cwd, env=None, quiet=True):
@@ -267,7 +275,7 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if "--list" in sys.argv:
         for m in MUTANTS:
-            print(f"{m[0]:28} {m[1]:24} {' '.join(m[4]):50} {m[5]}")
+            print(f"{m[0]:28} {m[1]:24} {' '.join(command(m[4])):60} {m[5]}")
         return 0
     selected = [m for m in MUTANTS if not args or any(a in m[0] for a in args)]
     root = subprocess.check_output(["git", "rev-parse", "--show-toplevel"], text=True).strip()
@@ -296,7 +304,7 @@ def main():
                 results.append((mid, "BROKEN (does not compile)", test, what))
                 print(f"{mid}: does not compile", flush=True)
                 continue
-            code = run(["cargo", "test", "-q"] + test, tree, env)
+            code = run(["cargo", "test", "-q"] + command(test), tree, env)
             verdict = "killed" if code != 0 else "SURVIVED"
             results.append((mid, verdict, test, what))
             print(f"{mid}: {verdict} ({time.time() - started:.0f} s)", flush=True)
@@ -307,7 +315,7 @@ def main():
     print("| mutant | bug injected | caught by | verdict |")
     print("|---|---|---|---|")
     for mid, verdict, test, what in results:
-        print(f"| `{mid}` | {what} | `cargo test {' '.join(test)}` | {verdict} |")
+        print(f"| `{mid}` | {what} | `cargo test {' '.join(command(test))}` | {verdict} |")
     return 0 if all(r[1] == "killed" for r in results) else 1
 
 

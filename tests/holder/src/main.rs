@@ -4,7 +4,7 @@
 //! for every process on the machine) with its fencing token to a history file, and inside each
 //! hold does a deliberately unsafe read-modify-write (GET, sleep, SET) on a shared counter and
 //! one write to a toy fenced resource that rejects stale tokens. Tests kill it, stop it and
-//! starve it; `tests/support/checker.rs` reads the histories.
+//! starve it; `tests/it/support/checker.rs` reads the histories.
 //!
 //! ```text
 //! cargo run -p redisson-lock-holder -- --url redis://127.0.0.1:6379/ --lock demo --history /tmp/h1

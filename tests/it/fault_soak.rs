@@ -2,7 +2,7 @@
 //! while a seeded nemesis injects a random mix of faults; the checker then reads every history.
 //!
 //! * Default (CI): a short run, a few seconds with 3 holders, so the soak itself is exercised.
-//! * `SOAK=1 cargo test --test fault_soak -- --nocapture`: 90 s with 6 holders. Tune with
+//! * `SOAK=1 cargo test --test it fault_soak:: -- --nocapture`: 90 s with 6 holders. Tune with
 //!   `SOAK_SECS`, `SOAK_HOLDERS`; replay a run with `SOAK_SEED` (printed at the start);
 //!   `SOAK_KIND=rlock|fair|rw` soaks another lock kind (no fencing token: the fencing check is
 //!   then vacuous, the others hold; `rw` alternates writers and readers of a read-write lock).
@@ -23,15 +23,14 @@
 //!   recorded less one per lost hold, and at most one more per killed holder (which may die
 //!   between its write and its history line);
 //! * progress: holds keep being taken, and every holder not killed exits cleanly.
-mod support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::support::checker::*;
+use crate::support::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::checker::*;
-use support::*;
 
 /// The watchdog lease, and how long each hold lasts: longer than the lease, over several renewal
 /// periods, so a hold survives only if the watchdog renews it (with renewals turned off, every

@@ -1,16 +1,15 @@
 //! RLock protocol conformance and behaviour, observed the way a Java Redisson client would see
 //! it: through a raw connection and a SUBSCRIBE listener on the unlock channel.
-mod support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::{LockOwner, LockTtl};
-use support::*;
 
 /// Generous bound for anything event-driven (a wake-up, a release).
 const WAIT: Duration = Duration::from_secs(10);
@@ -254,7 +253,7 @@ async fn unlock_latch_makes_a_repeated_unlock_idempotent() {
     let _: () = raw.hset(name, owner, 2).await.unwrap();
     let _: () = raw.pexpire(name, 100_000).await.unwrap();
 
-    let script = include_str!("../lua/unlock.lua");
+    let script = include_str!("../../lua/unlock.lua");
     let eval_conn = raw.clone();
     let unlock = move |latch: String, field: &'static str| {
         let mut raw = eval_conn.clone();
@@ -383,7 +382,7 @@ async fn foreign_holder_excludes_us_and_its_release_message_wakes_our_waiter() {
     let t = pttl(&mut raw, name).await;
     assert!(t > 20_000 && t <= 30_000, "pttl {t}");
     // Java now sees our hold: its acquire script (Redisson's, not ours) gets our PTTL back.
-    let java_try: Option<i64> = redis::Script::new(support::redisson::ACQUIRE)
+    let java_try: Option<i64> = redis::Script::new(crate::support::redisson::ACQUIRE)
         .key(name)
         .arg(30_000)
         .arg(foreign)

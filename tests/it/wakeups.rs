@@ -10,12 +10,11 @@
 //! To make the window likely, the waiters are kept cycling through attempts by a burst of
 //! wake-up messages right before the real release, so at the release some of them are between
 //! an attempt that saw the lock held and their next wait.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use redis::AsyncCommands;
-use support::*;
 
 const ROUNDS: usize = 15;
 const WAITERS: usize = 6;

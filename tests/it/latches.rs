@@ -1,14 +1,13 @@
 //! The unlock-latch deleter under an unlock rate it cannot follow (issue 10, defect 5): its
 //! queue stays bounded (memory), the overflow is left to the latches' own PX, and the number of
 //! latch keys in Redis drains back to zero.
-mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use redis::AsyncCommands;
-use support::*;
 
 async fn latch_keys(raw: &mut redis::aio::MultiplexedConnection) -> usize {
     let mut keys: Vec<String> = Vec::new();

@@ -1,14 +1,13 @@
 //! Fault injection on lock *holders*: real holder processes (`tests/holder/src/main.rs`) killed with
 //! SIGKILL or stopped with SIGSTOP, checked by the mutual-exclusion checker.
 //! Scenarios T7, T8 and a fault-free baseline (T35) of docs/reliability.md.
-mod support;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::checker::*;
+use crate::support::*;
 use redisson_lock::Config;
-use support::checker::*;
-use support::*;
 
 /// Generous bound for anything event-driven on a loaded 2-core machine.
 const BOUND: Duration = Duration::from_secs(30);

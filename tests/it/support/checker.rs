@@ -45,15 +45,26 @@ pub fn holder_bin() -> PathBuf {
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "--quiet", "-p", "redisson-lock-holder", "--manifest-path"])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "redisson-lock-holder",
+            "--manifest-path",
+        ])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir);
         if release {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("run cargo build -p redisson-lock-holder");
-        assert!(status.success(), "cargo build -p redisson-lock-holder failed");
+        let status = cmd
+            .status()
+            .expect("run cargo build -p redisson-lock-holder");
+        assert!(
+            status.success(),
+            "cargo build -p redisson-lock-holder failed"
+        );
         let bin = profile_dir.join("holder");
         assert!(bin.exists(), "holder binary missing at {}", bin.display());
         bin

@@ -1,13 +1,12 @@
 //! Faults and bad input: NOSCRIPT, server restarts, wrong key types, bad arguments, an
 //! unreachable server, unlocking what is not held.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::{Client, LockError};
-use support::*;
 
 /// Generous bound for anything event-driven, including a reconnect.
 const WAIT: Duration = Duration::from_secs(15);

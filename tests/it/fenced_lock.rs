@@ -1,15 +1,14 @@
 //! FencedLock (Redisson's RFencedLock): an RLock whose every acquisition takes a token from
 //! `redisson_lock_token:{<name>}`; tokens strictly increase across holders and re-entries, so a
 //! resource can reject a stale holder.
-mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use support::*;
 
 /// Generous bound for anything event-driven (a wake-up, a release).
 const WAIT: Duration = Duration::from_secs(10);

@@ -1,15 +1,14 @@
 //! FairLock (Redisson's RFairLock): the queue, the deadlines and the per-waiter channels as a Java
 //! client observes them, FIFO hand-over, eviction of dead waiters, leaving the queue on
 //! cancellation, and no busy loop while a dead waiter blocks a free lock.
-mod support;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::LockOwner;
-use support::*;
 use tokio::sync::{mpsc, oneshot};
 
 /// Generous bound for anything event-driven (a wake-up, a release).

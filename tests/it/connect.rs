@@ -1,9 +1,8 @@
 //! Connecting: bad URLs and refused credentials fail at `connect` with a clear error, never at
 //! the first lock call (issue 10, defect 6).
-mod support;
 
+use crate::support::*;
 use redisson_lock::{Client, Config};
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_protected_server_fails_at_connect_without_the_right_password() {

@@ -1,14 +1,13 @@
 //! The lease watchdog, measured from Redis and through a fault proxy (issue 10): renewals come
 //! every third of the lease, and a guard's validity counts from when a renewal was *sent*, less
 //! Redlock's drift allowance, never from when its reply came back.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config};
-use support::proxy::{Mode, Proxy};
-use support::*;
 
 /// Under renewal the key's TTL never falls much below 2/3 of the lease: renewing every lease/3
 /// keeps it above that, every lease/2 lets it fall to 1/2.

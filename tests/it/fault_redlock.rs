@@ -1,14 +1,13 @@
 //! RedLock under node faults injected through the test proxy: three independent masters, one
 //! proxy in front of each. Scenarios T23 and T24 of docs/reliability.md (T22, the quorum truth
-//! table, lives in tests/redlock.rs).
-mod support;
+//! table, lives in tests/it/redlock.rs).
 
 use std::time::{Duration, Instant};
 
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, RedLock};
-use support::proxy::{Mode, Proxy};
-use support::*;
 
 const BOUND: Duration = Duration::from_secs(30);
 const NODE_TIMEOUT: Duration = Duration::from_millis(300);

@@ -7,13 +7,12 @@
 //! lease, releasing a watchdog hold while a fixed one remains, or a watchdog renewal never
 //! shortens the key below an outstanding hold; releasing never leaves it longer than the
 //! remaining holds need.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,11 +1,10 @@
 //! Compile-time checks: the public types can cross tasks and threads, and the futures of the
 //! main operations can be spawned on a multi-thread runtime.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::TestServer;
 use redisson_lock::{Client, LockError, LockGuard, LockOwner, RLock, RLockGuard, Reentrant};
-use support::TestServer;
 
 fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 fn assert_send<T: Send>(_: &T) {}

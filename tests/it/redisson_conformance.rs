@@ -1,17 +1,16 @@
 //! Conformance with Java Redisson, as data: a scripted sequence in which "Java" (Redisson's own
-//! scripts, `support::redisson`, written from the protocol reference, not from our `lua/`) and
+//! scripts, `crate::support::redisson`, written from the protocol reference, not from our `lua/`) and
 //! this crate take turns on one lock, and after every step the table says what Redis must hold
 //! (the hash, its TTL range, the latches) and which messages the unlock channel carried. If our
 //! scripts changed the data layout, a TTL or a message, a row here fails.
-mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::redisson::{self, ACQUIRE, RENEW, UNLOCK};
+use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{LockGuard, LockOwner, Reentrant};
-use support::redisson::{self, ACQUIRE, RENEW, UNLOCK};
-use support::*;
 
 /// What one step does.
 #[derive(Clone, Copy, Debug)]

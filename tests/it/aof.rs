@@ -1,11 +1,10 @@
 //! T32: `WAITAOF` beside `WAIT` (`Config::with_aof_sync`, Redis 7.2+). On an older server the
 //! option is refused at connect with a clear error; on 7.2+ a lock write waits for the fsync.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use redisson_lock::{AofSync, Client};
-use support::*;
 
 fn local(timeout_ms: u64) -> Option<AofSync> {
     Some(AofSync {

@@ -1,12 +1,11 @@
 //! Redis Cluster: a real 3-master cluster (with one replica each) on loopback ports.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::cluster::{wait_until, TestCluster};
+use crate::support::eventually;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
-use support::cluster::{wait_until, TestCluster};
-use support::eventually;
 
 fn slot(key: &str) -> u16 {
     // CRC16/XMODEM of the hash tag or key, as Redis Cluster computes it.

@@ -1,13 +1,11 @@
 //! RedLock (policy `Majority`) against 3 and 5 real redis-servers, one client each.
-mod multi_support;
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use multi_support::*;
+use crate::multi_support::*;
+use crate::support::eventually;
 use redisson_lock::{QuorumOperation, RedLock};
-use support::eventually;
 
 const SETTLE: Duration = Duration::from_secs(15);
 

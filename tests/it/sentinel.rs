@@ -1,13 +1,12 @@
 //! Sentinel: a real master, a replica and 3 sentinels on loopback ports; a failover by killing
 //! the master.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
+use crate::support::eventually;
 use redis::Commands;
 use redisson_lock::{Client, Config};
-use support::cluster::{wait_until, TestSentinel, MASTER_NAME};
-use support::eventually;
 
 async fn client(s: &TestSentinel) -> Client {
     Client::with_config(

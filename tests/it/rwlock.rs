@@ -2,16 +2,15 @@
 //! `rwlock_timeout` keys and the `redisson_rwlock` channel as a Java client observes them; shared
 //! readers, exclusive writers, downgrade, wake-all on a write release, per-reader leases and
 //! their renewal by the watchdog.
-mod support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::LockOwner;
-use support::*;
 use tokio::sync::{mpsc, Barrier};
 
 /// Generous bound for anything event-driven (a wake-up, a release).

@@ -1,10 +1,9 @@
 //! Regression tests for bugs found after they landed.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::TestServer;
 use redisson_lock::{Client, Config};
-use support::TestServer;
 
 /// `try_lock_for(Duration::MAX)` and huge leases used to panic on `Instant + Duration`
 /// overflow (found by the MultiLock work).
@@ -84,7 +83,7 @@ async fn a_release_wakes_one_local_waiter_not_two() {
     }
     // Each waiter tries once, subscribes, tries again, then sleeps on the channel.
     assert!(
-        support::eventually(Duration::from_secs(10), || async {
+        crate::support::eventually(Duration::from_secs(10), || async {
             evalsha_calls(&server).await >= before + 4
         })
         .await
@@ -94,7 +93,7 @@ async fn a_release_wakes_one_local_waiter_not_two() {
     assert_eq!(parked, before + 4, "waiters sleep, they do not poll");
     held.unlock().await.unwrap();
     assert!(
-        support::eventually(Duration::from_secs(10), || async {
+        crate::support::eventually(Duration::from_secs(10), || async {
             waiters.iter().any(|w| w.is_finished())
         })
         .await,

@@ -1,14 +1,12 @@
 //! MultiLock (policy `All`) against three real redis-servers, one client each.
-mod multi_support;
-mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use multi_support::*;
+use crate::multi_support::*;
+use crate::support::{eventually, TestServer};
 use redisson_lock::{LockError, MultiLock, MultiLockGuard, QuorumOperation};
-use support::{eventually, TestServer};
 
 const SETTLE: Duration = Duration::from_secs(15);
 

@@ -1,13 +1,12 @@
 //! Fault injection on the *server*: redis-server killed and restarted empty, stalled with
 //! SIGSTOP, and a replica stalled behind its master.
 //! Scenarios T10, T11, T17 and T30 (the WAIT mechanism) of docs/reliability.md.
-mod support;
 
 use std::time::Duration;
 
+use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config};
-use support::*;
 
 const BOUND: Duration = Duration::from_secs(30);
 

@@ -1,16 +1,15 @@
 //! Cancel safety: a dropped `lock()` / `try_lock_for()` / `unlock()` future, at any await point,
 //! leaves no hold and no renewal behind, and a cancelled re-entry never changes an earlier hold.
-mod support;
 
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::{Client, LockOwner};
-use support::*;
 
 /// Generous bound for background clean-up.
 const SETTLE: Duration = Duration::from_secs(10);

@@ -1,15 +1,14 @@
 //! Fault injection on the *network* between a client and redis-server, through the test proxy
-//! (`tests/support/proxy.rs`): blackholed renewals, a killed subscriber connection, replies
+//! (`tests/it/support/proxy.rs`): blackholed renewals, a killed subscriber connection, replies
 //! dropped after the server ran the request, and acquires cancelled under delay.
 //! Scenarios T8 (in-process), T13, T15, T16 of docs/reliability.md.
-mod support;
 
 use std::time::{Duration, Instant};
 
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, LockOwner};
-use support::proxy::{Mode, Proxy};
-use support::*;
 
 const BOUND: Duration = Duration::from_secs(30);
 /// SHA1 of lua/lock.lua and lua/unlock.lua (pinned in src/scripts.rs): how the proxy recognises

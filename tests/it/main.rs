@@ -1,0 +1,31 @@
+//! The integration tests, as one binary: every test file is a module here and shares
+//! `support` (real redis-server processes, clusters, the fault proxy, holder processes), which
+//! is compiled once instead of once per file. Run one file with `cargo test --test it rlock::`.
+
+mod multi_support;
+mod support;
+
+mod aof;
+mod bounds;
+mod cancellation;
+mod cluster;
+mod connect;
+mod fair_lock;
+mod fault_holders;
+mod fault_proxy;
+mod fault_redlock;
+mod fault_server;
+mod fault_soak;
+mod faults;
+mod fenced_lock;
+mod latches;
+mod leases;
+mod multi_lock;
+mod redisson_conformance;
+mod redlock;
+mod regressions;
+mod rlock;
+mod rwlock;
+mod sentinel;
+mod wakeups;
+mod watchdog;
