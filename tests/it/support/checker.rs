@@ -93,6 +93,8 @@ pub struct HolderSpec {
     pub fair_wait_ms: u64,
     /// The nodes of a `redlock` holder.
     pub urls: Vec<String>,
+    /// Extra environment (e.g. libfaketime's `LD_PRELOAD` and `FAKETIME`).
+    pub env: Vec<(String, String)>,
 }
 
 impl HolderSpec {
@@ -114,6 +116,7 @@ impl HolderSpec {
             kind: "fenced",
             fair_wait_ms: 5000,
             urls: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -127,6 +130,7 @@ pub struct Holder {
 impl Holder {
     pub fn spawn(spec: &HolderSpec, history: PathBuf) -> Holder {
         let mut cmd = Command::new(holder_bin());
+        cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
         let mut arg = |k: &str, v: String| {
             cmd.arg(format!("--{k}")).arg(v);
         };

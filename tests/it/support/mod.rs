@@ -20,6 +20,17 @@ pub fn field(client: &Client, owner: redisson_lock::LockOwner) -> String {
     format!("{}:{}", client.id(), owner.id())
 }
 
+/// libfaketime's preload library (Debian's `faketime` package), if installed.
+pub fn faketime_lib() -> Option<String> {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ]
+    .iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .map(|p| p.to_string())
+}
+
 /// How to get `redis-server` when it is missing.
 pub const INSTALL_HINT: &str =
     "redis-server not found: install it with `apt-get update && apt-get install -y redis-server` \
@@ -42,6 +53,7 @@ pub struct TestServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl TestServer {
@@ -52,12 +64,21 @@ impl TestServer {
 
     /// Starts a server with extra `--option value` arguments.
     pub fn start_with(extra: &[&str]) -> TestServer {
+        TestServer::start_env(&[], extra)
+    }
+
+    /// Starts a server with these environment variables (e.g. libfaketime's) and arguments.
+    pub fn start_env(env: &[(&str, &str)], extra: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut server = TestServer {
             port: 0,
             child: None,
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         server.spawn_on(free_port());
         server
@@ -67,6 +88,7 @@ impl TestServer {
         let mut last_err = None;
         for _ in 0..5 {
             let mut cmd = Command::new(redis_server_bin());
+            cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
             cmd.arg("--port")
                 .arg(port.to_string())
                 .arg("--bind")
