@@ -44,6 +44,9 @@ async fn validity_counts_from_the_send_not_the_reply() {
         .await
         .unwrap();
     let guard = client.get_lock("wd:send").lock().await.unwrap();
+    // A fresh confirmed renewal first, so the guard starts the delayed phase fully valid (the
+    // gap before the watchdog's first tick must not be what makes it lost).
+    client.renew_now().await;
     // 400 ms each way: a renewal is confirmed 800 ms after it was sent and the next one is sent
     // 500 ms later, so confirmed sends are 1.3 s apart and each is confirmed 2.1 s after the
     // previous send: past the 1.48 s validity counted from the send, inside it from the reply.
