@@ -234,6 +234,16 @@ MUTANTS = [
         "the release publishes another message than Redisson's `0` (Java's decoder fails)",
     ),
     (
+        "no-drift-fixed-lease",
+        "src/lock/guard.rs",
+        """            Some((lease, deadline)) => deadline
+                .checked_sub(crate::time::drift(lease))
+                .unwrap_or(deadline),""",
+        """            Some((_lease, deadline)) => deadline,""",
+        ["--test", "leases", "a_fixed_lease_is_trusted"],
+        "a fixed lease is trusted for its whole length, with no clock-drift allowance",
+    ),
+    (
         "lost-not-reported",
         "src/watchdog.rs",
         """                    } else if slot.lose(epoch) {""",

@@ -131,12 +131,17 @@ impl<K: LockKind> LockGuard<K> {
         true
     }
 
-    /// When this hold stops being valid. A fixed lease: its deadline. A watchdog hold, unless
+    /// When this hold stops being valid. A fixed lease: its deadline (from when the acquire was
+    /// sent) less Redlock's drift allowance (1% + 2 ms). A watchdog hold, unless
     /// renewed before: the last confirmed renewal (from when it was sent) plus the lease, less
     /// Redlock's drift allowance for the server's clock (1% + 2 ms).
     fn valid_until(&self) -> Instant {
         match self.lease {
-            Some((_, deadline)) => deadline,
+            // The server's clock may run fast: trust a fixed lease a drift allowance less too
+            // (Redlock's validity rule), as for watchdog holds.
+            Some((lease, deadline)) => deadline
+                .checked_sub(crate::time::drift(lease))
+                .unwrap_or(deadline),
             None => {
                 let lease = self.lock.client().config().watchdog_timeout();
                 self.hold.renewed_at() + lease.saturating_sub(crate::time::drift(lease))

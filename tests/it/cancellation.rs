@@ -34,10 +34,6 @@ async fn poll_then_drop<F: Future>(fut: F, polls: usize, pace: usize) -> Option<
     None
 }
 
-async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
-    raw.exists(key).await.unwrap()
-}
-
 async fn count_of(raw: &mut MultiplexedConnection, key: &str, field: &str) -> i64 {
     let c: Option<i64> = raw.hget(key, field).await.unwrap();
     c.unwrap_or(0)

@@ -51,10 +51,6 @@ async fn zcard(raw: &mut MultiplexedConnection, name: &str) -> i64 {
     raw.zcard(timeout_key(name)).await.unwrap()
 }
 
-async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
-}
-
 /// Waits until the queue holds exactly `n` waiters.
 async fn wait_queue_len(server: &TestServer, name: &str, n: usize) {
     let ok = eventually(WAIT, || async {

@@ -6,26 +6,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::support::checker::*;
+use crate::support::numsub_on as numsub;
+use crate::support::redisson::channel;
 use crate::support::*;
 use redisson_lock::Config;
 
 /// Generous bound for anything event-driven on a loaded 2-core machine.
 const BOUND: Duration = Duration::from_secs(30);
-
-fn channel(lock: &str) -> String {
-    format!("redisson_lock__channel:{{{lock}}}")
-}
-
-async fn numsub(server: &TestServer, channel: &str) -> i64 {
-    let mut c = server.conn().await;
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    n
-}
 
 /// Fault-free: four processes contend; the checker finds no overlap, no lost update, and every
 /// fenced write accepted with tokens increasing in hold order.

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::*;
+use crate::support::{exists_on as exists, numsub_on as numsub};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, LockOwner};
 
@@ -40,22 +41,6 @@ async fn hget(server: &TestServer, key: &str, field: &str) -> i64 {
     let mut c = server.conn().await;
     let v: Option<i64> = c.hget(key, field).await.unwrap();
     v.unwrap_or(0)
-}
-
-async fn exists(server: &TestServer, key: &str) -> bool {
-    let mut c = server.conn().await;
-    c.exists(key).await.unwrap()
-}
-
-async fn numsub(server: &TestServer, channel: &str) -> i64 {
-    let mut c = server.conn().await;
-    let (_, n): (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    n
 }
 
 /// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:

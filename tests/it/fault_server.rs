@@ -4,16 +4,12 @@
 
 use std::time::Duration;
 
+use crate::support::exists_on as exists;
 use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config};
 
 const BOUND: Duration = Duration::from_secs(30);
-
-async fn exists(server: &TestServer, key: &str) -> bool {
-    let mut c = server.conn().await;
-    c.exists(key).await.unwrap()
-}
 
 /// T10 + T17: the server is SIGKILLed and restarted empty on the same port while a client holds
 /// a watchdog lock and another client waits. The holder is told (`renew_now` then `lost()`),

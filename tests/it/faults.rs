@@ -11,10 +11,6 @@ use redisson_lock::{Client, LockError};
 /// Generous bound for anything event-driven, including a reconnect.
 const WAIT: Duration = Duration::from_secs(15);
 
-async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
-    raw.exists(key).await.unwrap()
-}
-
 /// Keys in the database once the unlock latches are gone: they are deleted in a batch a few
 /// milliseconds after their unlock returned (their PX bounds them otherwise).
 async fn dbsize(raw: &mut MultiplexedConnection) -> i64 {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::redisson::channel;
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -17,10 +18,6 @@ const QUIET: Duration = Duration::from_millis(300);
 
 fn token_key(name: &str) -> String {
     format!("redisson_lock_token:{{{name}}}")
-}
-
-fn channel(name: &str) -> String {
-    format!("redisson_lock__channel:{{{name}}}")
 }
 
 async fn token(raw: &mut MultiplexedConnection, name: &str) -> Option<i64> {

@@ -11,14 +11,9 @@
 use std::time::Duration;
 
 use crate::support::*;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
 
 /// Defect 1: `g1 = lock_with_lease(10s)`, `g2 = lock_with_lease(500ms)`: the inner lease used to
 /// become the key's expiry, so another client took the lock at ~500 ms while g1 believed it held.
@@ -252,4 +247,36 @@ async fn holds_of_a_late_unknown_acquire_are_trimmed_not_adopted() {
         !raw.exists::<_, bool>("lease:phantom").await.unwrap(),
         "the key stayed held after the owner's only unlock"
     );
+}
+
+/// A fixed lease is trusted for its length less the clock-drift allowance (1 % + 2 ms), as a
+/// watchdog hold is: a server whose clock runs fast expires the key early. (Found by the clock
+/// tests: a 3 s fixed lease expired 2.988 s after its acquire was sent on a server 0.5 % fast
+/// while `is_lost()` still said false.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_is_trusted_a_drift_allowance_less_than_its_length() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let lease = Duration::from_secs(5);
+    let drift = lease / 100 + Duration::from_millis(2);
+    let before = std::time::Instant::now();
+    let guard = client
+        .get_lock("lease:drift")
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let after = std::time::Instant::now();
+    // Sent in [before, after]: valid until at most after + lease - drift.
+    tokio::time::sleep_until((after + lease - drift / 2).into()).await;
+    assert!(
+        guard.is_lost(),
+        "a fixed lease was still trusted {:?} after its acquire (lease {lease:?}, drift {drift:?})",
+        before.elapsed()
+    );
+    if after - before >= drift / 2 {
+        eprintln!(
+            "note: the acquire took {:?}; the drift check was not sharp",
+            after - before
+        );
+    }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::redisson::channel;
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -15,41 +16,6 @@ use redisson_lock::{LockOwner, LockTtl};
 const WAIT: Duration = Duration::from_secs(10);
 /// Long enough for a message that should *not* come to show up if it were sent.
 const QUIET: Duration = Duration::from_millis(300);
-
-/// Redisson's channel rule, written out independently of the crate.
-fn channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_lock__channel:{name}")
-    } else {
-        format!("redisson_lock__channel:{{{name}}}")
-    }
-}
-
-async fn fields(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, i64> {
-    raw.hgetall(key).await.unwrap()
-}
-
-async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
-    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
-}
-
-async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
-
-async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
-    raw.exists(key).await.unwrap()
-}
-
-async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(raw)
-        .await
-        .unwrap();
-    reply.1
-}
 
 /// Waits until some client has subscribed to `channel` (what a waiter does before parking).
 async fn wait_subscribed(server: &TestServer, channel: &str) {

@@ -47,24 +47,10 @@ fn map(entries: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
-    raw.pttl(key).await.unwrap()
-}
-
 async fn timeout_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
     let mut k: Vec<String> = raw.keys("*rwlock_timeout*").await.unwrap();
     k.sort();
     k
-}
-
-async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query_async(raw)
-        .await
-        .unwrap();
-    reply.1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

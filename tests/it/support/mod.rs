@@ -4,6 +4,7 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod probes;
 pub mod proxy;
 pub mod redisson;
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use probes::*;
 use redisson_lock::{Client, Config};
 
 /// The hash field a client writes for an owner: `<client uuid>:<owner id>` (what a Java client

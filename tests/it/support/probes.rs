@@ -1,0 +1,45 @@
+//! Small probes of what Redis holds, shared by the test modules (what a Java client would see).
+
+use std::collections::HashMap;
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+
+use super::TestServer;
+
+pub async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    raw.exists(key).await.unwrap()
+}
+
+pub async fn pttl(raw: &mut MultiplexedConnection, key: &str) -> i64 {
+    raw.pttl(key).await.unwrap()
+}
+
+pub async fn key_type(raw: &mut MultiplexedConnection, key: &str) -> String {
+    redis::cmd("TYPE").arg(key).query_async(raw).await.unwrap()
+}
+
+pub async fn fields(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, i64> {
+    raw.hgetall(key).await.unwrap()
+}
+
+/// Subscribers of `channel` on the server (`PUBSUB NUMSUB`).
+pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
+    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(raw)
+        .await
+        .unwrap();
+    n
+}
+
+/// [`exists`] on a fresh connection to `server`.
+pub async fn exists_on(server: &TestServer, key: &str) -> bool {
+    exists(&mut server.conn().await, key).await
+}
+
+/// [`numsub`] on a fresh connection to `server`.
+pub async fn numsub_on(server: &TestServer, channel: &str) -> i64 {
+    numsub(&mut server.conn().await, channel).await
+}
