@@ -8,6 +8,7 @@ mod support;
 mod aof;
 mod bounds;
 mod cancellation;
+mod clock_steps;
 mod clocks;
 mod cluster;
 mod connect;
