@@ -221,6 +221,7 @@ async fn waiter_cancelled_around_the_release() {
     for round in 0..20u64 {
         let held = holder_client.get_lock(name).lock().await.unwrap();
         let l = lock.clone();
+        let (parked_tx, parked) = tokio::sync::oneshot::channel();
         let waiter = tokio::spawn(async move {
             let fut = l.lock();
             let mut fut = pin!(fut);
@@ -229,12 +230,15 @@ async fn waiter_cancelled_around_the_release() {
                 _ = &mut fut => panic!("acquired a held lock"),
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             }
+            let _ = parked_tx.send(());
             tokio::time::sleep(Duration::from_micros(100 * round)).await;
             if let Some(r) = poll_then_drop(fut, 3, round as usize).await {
                 r.unwrap().unlock().await.unwrap();
             }
         });
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Release only once the waiter has parked (on a loaded machine a fixed sleep here could
+        // release before the waiter's own 50 ms were up, and it would take the lock early).
+        parked.await.unwrap();
         held.unlock().await.unwrap();
         waiter.await.unwrap();
         assert_all_clear(&server, &client, name, &format!("round {round}")).await;

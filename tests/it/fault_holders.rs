@@ -44,7 +44,7 @@ async fn fault_free_holders_never_overlap() {
     assert_eq!(numsub(&server, &channel(lock)).await, 0);
 }
 
-/// Fault-free, holds longer than the lease: three processes hold for 1.3 s under a 900 ms
+/// Fault-free, holds longer than the lease: three processes hold for 2 s under a 1.5 s
 /// watchdog lease, so every hold lives only by its renewals (with the watchdog off, each is
 /// lost and the next holder overlaps it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,8 +56,8 @@ async fn fault_free_holds_longer_than_the_lease_are_renewed() {
         .map(|i| {
             let mut spec = HolderSpec::new(&server.url(), lock);
             spec.iterations = 2;
-            spec.watchdog_ms = 900;
-            spec.hold_ms = 1300;
+            spec.watchdog_ms = 1_500;
+            spec.hold_ms = 2_000;
             Holder::spawn(&spec, history_path(dir.path(), i))
         })
         .collect();

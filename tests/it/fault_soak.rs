@@ -35,8 +35,8 @@ use rand::{Rng, SeedableRng};
 /// The watchdog lease, and how long each hold lasts: longer than the lease, over several renewal
 /// periods, so a hold survives only if the watchdog renews it (with renewals turned off, every
 /// hold is lost without any fault to explain it, and the soak fails).
-const LEASE_MS: u64 = 1000;
-const HOLD_MS: u64 = 1400;
+const LEASE_MS: u64 = 1500;
+const HOLD_MS: u64 = 2000;
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
@@ -319,7 +319,7 @@ async fn verify(run: Run<'_>) {
         );
     }
     assert!(
-        report.holds.len() >= 2 * n,
+        report.holds.len() >= n,
         "seed {seed}: no progress: {} holds",
         report.holds.len()
     );
