@@ -37,16 +37,6 @@ pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
     }
 }
 
-/// The unlock channel of a lock: `redisson_lock__channel:{name}`.
-pub(crate) fn lock_channel(name: &str) -> String {
-    prefix_name(LOCK_CHANNEL_PREFIX, name)
-}
-
-/// The channel of a read-write lock: `redisson_rwlock:{name}`.
-pub(crate) fn rwlock_channel(name: &str) -> String {
-    prefix_name(RWLOCK_CHANNEL_PREFIX, name)
-}
-
 /// The unlock latch of one unlock request: `redisson_unlock_latch:{name}:<request id>`.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     let mut s = prefix_name(UNLOCK_LATCH_PREFIX, name);
@@ -70,6 +60,10 @@ pub(crate) fn request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lock_channel(name: &str) -> String {
+        prefix_name(LOCK_CHANNEL_PREFIX, name)
+    }
 
     #[test]
     fn prefix_and_suffix_follow_redisson() {

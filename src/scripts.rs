@@ -145,12 +145,14 @@ pub(crate) fn force_unlock<'a>(key: &str, channel: &str, publish: &str) -> Scrip
 
 /// Trim layouts (ARGV[6] of trim.lua).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Layout {
+pub enum Layout {
+    /// A plain RLock hash (RLock, fenced).
     Plain,
     /// Fair lock: `extra_key` is the queue; a freed lock wakes its head on the head's channel.
     Fair,
     /// Read side: `extra_key` is the owner's `rwlock_timeout` prefix.
     Read,
+    /// Write side of a read-write lock.
     Write,
 }
 

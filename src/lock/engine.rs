@@ -16,7 +16,7 @@ use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, Grant, GrantId, Hold, Lease};
 use crate::keys;
 use crate::owner::LockOwner;
-use crate::raw::{Acquire, LockKind, Op, Release};
+use crate::raw::{Acquire, KindExt, LockKind, Op, Release};
 use crate::retry::Retry;
 use crate::scripts::{self, Latch};
 use crate::time::later;

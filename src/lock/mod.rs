@@ -19,7 +19,7 @@ use redis::AsyncCommands;
 use crate::error::{from_script, LockError, Result};
 use crate::keys::slot_of;
 use crate::owner::LockOwner;
-use crate::raw::{LockKind, Release};
+use crate::raw::{KindExt, LockKind, Release};
 use crate::shared::Client;
 use crate::time::MAX_DURATION;
 

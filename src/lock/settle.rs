@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::Lock;
 use crate::error::{from_script, Result};
 use crate::holds::{Gate, Hold};
-use crate::raw::LockKind;
+use crate::raw::{KindExt, LockKind};
 use crate::retry::{Retry, Transient};
 use crate::time::later;
 

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Latch, Op, RawLock};
+use super::{KindSpec, Latch, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, FairKeys, Layout};
 
@@ -46,14 +46,13 @@ fn names(key: &str) -> (String, String) {
 }
 
 impl RawLock for Fair {
-    fn extra_keys(&self, name: &str, _field: &str) -> Vec<String> {
-        let (queue, timeouts) = names(name);
-        vec![queue, timeouts]
-    }
-
-    fn wait_channel(&self, channel: &str, field: &str) -> String {
-        format!("{channel}:{field}")
-    }
+    const SPEC: KindSpec = KindSpec {
+        channel_prefix: keys::LOCK_CHANNEL_PREFIX,
+        field_suffix: "",
+        per_waiter_channel: true,
+        layout: Layout::Fair,
+        fencing_token: false,
+    };
 
     fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a> {
         let (queue, timeouts) = names(op.key);
@@ -70,12 +69,6 @@ impl RawLock for Fair {
     fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
         let (queue, timeouts) = names(op.key);
         scripts::fair_unlock(&fair_keys(op, &queue, &timeouts), op, latch)
-    }
-
-    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        // A hold given back here wakes the queue head on its own channel, as an unlock does.
-        let (queue, _) = names(op.key);
-        scripts::trim(op, Some(&queue), target, Layout::Fair)
     }
 
     fn cancel_script<'a>(&self, op: &Op<'_>) -> Option<ScriptInvocation<'a>> {

@@ -2,7 +2,8 @@
 
 use redis::ScriptInvocation;
 
-use super::{Latch, Op, RawLock};
+use super::{KindSpec, Latch, Op, RawLock};
+use crate::scripts::Layout;
 use crate::{keys, scripts};
 
 /// The fenced lock kind: Redisson's `RFencedLock` (`RedissonFencedLock`).
@@ -22,9 +23,13 @@ use crate::{keys, scripts};
 pub struct Fenced;
 
 impl RawLock for Fenced {
-    fn extra_keys(&self, name: &str, _field: &str) -> Vec<String> {
-        vec![keys::prefix_name(keys::TOKEN_PREFIX, name)]
-    }
+    const SPEC: KindSpec = KindSpec {
+        channel_prefix: keys::LOCK_CHANNEL_PREFIX,
+        field_suffix: "",
+        per_waiter_channel: false,
+        layout: Layout::Plain,
+        fencing_token: true,
+    };
 
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         let token_key = keys::prefix_name(keys::TOKEN_PREFIX, op.key);

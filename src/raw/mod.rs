@@ -93,34 +93,80 @@ impl Renewal {
     }
 }
 
-/// The scripts of one lock kind. Public only inside the crate (the module is private), which
-/// seals [`LockKind`].
+/// What sets a lock kind apart besides its scripts, as data: how its names are formed and how
+/// its hash is laid out. The engine, the watchdog and the cluster check derive everything else
+/// (channels, owner fields, trim and renewal scripts, related keys) from it.
+#[derive(Clone, Copy, Debug)]
+pub struct KindSpec {
+    /// Channel prefix: `redisson_lock__channel`, or `redisson_rwlock` for both sides of a
+    /// read-write lock.
+    pub channel_prefix: &'static str,
+    /// Appended to the owner's `<uuid>:<id>` (`:write` for the write side).
+    pub field_suffix: &'static str,
+    /// Each waiter waits on `<channel>:<field>` (the fair lock's queue) instead of the channel.
+    pub per_waiter_channel: bool,
+    /// How the hash is read when trimming and renewing (`lua/trim.lua`'s layout).
+    pub layout: Layout,
+    /// Acquisitions take a fencing token from `redisson_lock_token:{name}`.
+    pub fencing_token: bool,
+}
+
+/// The scripts of one lock kind: a small core (its [`KindSpec`], acquire and release) and
+/// optional capabilities with defaults (leaving a wait queue, a kind-specific force-unlock or
+/// "is locked"). Public only inside the crate (the module is private), which seals [`LockKind`].
 pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
-    /// The unlock channel for lock `name`.
-    fn channel(&self, name: &str) -> String {
-        crate::keys::lock_channel(name)
-    }
-
-    /// The hash field for the owner's base field `<uuid>:<id>`.
-    fn field(&self, base: String) -> String {
-        base
-    }
-
-    /// The channel a waiter with `field` waits on (the fair lock gives each waiter its own).
-    fn wait_channel(&self, channel: &str, _field: &str) -> String {
-        channel.to_owned()
-    }
+    /// Names and layout.
+    const SPEC: KindSpec;
 
     /// Script that takes (or re-enters) the lock. `enqueue`: the caller is prepared to wait.
     fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a>;
+
+    /// Script that releases one hold, idempotent through `latch`.
+    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a>;
+
+    /// Capability: a script run when a wait ends without the lock (timeout, error,
+    /// cancellation), for kinds with a wait queue.
+    fn cancel_script<'a>(&self, _op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
+        None
+    }
+
+    /// Capability: the script that deletes the lock whoever holds it; replies 1 or 0.
+    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::force_unlock(op.key, op.channel, op.publish)
+    }
+
+    /// Capability: a script answering "is it locked" when `EXISTS` is not the answer.
+    fn is_locked_script<'a>(&self, _key: &str) -> Option<ScriptInvocation<'a>> {
+        None
+    }
+}
+
+/// Everything derived from a kind's [`KindSpec`].
+pub(crate) trait KindExt: RawLock {
+    /// The unlock channel for lock `name`.
+    fn channel(&self, name: &str) -> String {
+        crate::keys::prefix_name(Self::SPEC.channel_prefix, name)
+    }
+
+    /// The hash field for the owner's base field `<uuid>:<id>`.
+    fn field(&self, mut base: String) -> String {
+        base.push_str(Self::SPEC.field_suffix);
+        base
+    }
+
+    /// The channel a waiter with `field` waits on.
+    fn wait_channel(&self, channel: &str, field: &str) -> String {
+        if Self::SPEC.per_waiter_channel {
+            format!("{channel}:{field}")
+        } else {
+            channel.to_owned()
+        }
+    }
 
     /// Reads the acquire script's reply.
     fn parse_acquire(&self, reply: &Value) -> Option<Acquire> {
         parse_acquire(reply)
     }
-
-    /// Script that releases one hold, idempotent through `latch`.
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a>;
 
     /// Reads the release script's reply.
     fn parse_release(&self, reply: &Value) -> Option<Release> {
@@ -134,39 +180,68 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
 
     /// Script that brings the owner's count down to `target` (see `lua/trim.lua`).
     fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        scripts::trim(op, None, target, Layout::Plain)
-    }
-
-    /// Script run when a wait ends without the lock (timeout, error, cancellation).
-    fn cancel_script<'a>(&self, _op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
-        None
-    }
-
-    /// Script that deletes the lock whoever holds it; replies 1 or 0.
-    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
-        scripts::force_unlock(op.key, op.channel, op.publish)
-    }
-
-    /// Script answering "is it locked" when `EXISTS` is not the answer; replies 1 or 0.
-    fn is_locked_script<'a>(&self, _key: &str) -> Option<ScriptInvocation<'a>> {
-        None
-    }
-
-    /// Keys this kind's scripts touch besides the lock key, its channels and its unlock latch
-    /// (fair queue, token counter, read timeouts), for lock `name` and owner `field`.
-    fn extra_keys(&self, _name: &str, _field: &str) -> Vec<String> {
-        Vec::new()
+        let layout = Self::SPEC.layout;
+        let extra = match layout {
+            Layout::Fair => Some(crate::keys::prefix_name(
+                crate::keys::FAIR_QUEUE_PREFIX,
+                op.key,
+            )),
+            Layout::Read => Some(read_timeout_prefix(op.key, op.field)),
+            Layout::Plain | Layout::Write => None,
+        };
+        scripts::trim(op, extra.as_deref(), target, layout)
     }
 
     /// How the watchdog renews a hold of `field` on `key`.
-    fn renewal(&self, _key: &str, _field: &str) -> Renewal {
-        Renewal::Hash
+    fn renewal(&self, key: &str, field: &str) -> Renewal {
+        match Self::SPEC.layout {
+            Layout::Read => Renewal::Read {
+                timeout_prefix: read_timeout_prefix(key, field),
+            },
+            _ => Renewal::Hash,
+        }
+    }
+
+    /// Keys this kind's scripts touch besides the lock key, its channels and its unlock latch.
+    fn extra_keys(&self, name: &str, field: &str) -> Vec<String> {
+        use crate::keys::{prefix_name, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX};
+        let mut keys = Vec::new();
+        match Self::SPEC.layout {
+            Layout::Fair => keys.extend([
+                prefix_name(FAIR_QUEUE_PREFIX, name),
+                prefix_name(FAIR_TIMEOUT_PREFIX, name),
+            ]),
+            Layout::Read => keys.extend([read_timeout_prefix(name, field), read_key_prefix(name)]),
+            Layout::Plain | Layout::Write => {}
+        }
+        if Self::SPEC.fencing_token {
+            keys.push(prefix_name(TOKEN_PREFIX, name));
+        }
+        keys
+    }
+}
+
+impl<T: RawLock> KindExt for T {}
+
+/// `{<name>}:<field>:rwlock_timeout` (Redisson's `getReadWriteTimeoutNamePrefix`).
+pub(crate) fn read_timeout_prefix(key: &str, field: &str) -> String {
+    let mut s = crate::keys::suffix_name(key, field);
+    s.push_str(":rwlock_timeout");
+    s
+}
+
+/// `{<name>}`, or `<name>` when the name contains `{` (Redisson's `getKeyPrefix`).
+pub(crate) fn read_key_prefix(key: &str) -> String {
+    if key.contains('{') {
+        key.to_owned()
+    } else {
+        format!("{{{key}}}")
     }
 }
 
 /// Every key and channel a lock of `kind` called `name` touches besides the key itself. On a
 /// cluster, a script may only touch keys of one hash slot, so they must all share the key's.
-pub(crate) fn related_keys<K: RawLock>(kind: &K, name: &str, field: &str) -> Vec<String> {
+pub(crate) fn related_keys<K: KindExt>(kind: &K, name: &str, field: &str) -> Vec<String> {
     let channel = kind.channel(name);
     let mut keys = vec![
         kind.wait_channel(&channel, field),

@@ -2,8 +2,9 @@
 
 use redis::ScriptInvocation;
 
-use super::{Latch, Op, RawLock};
-use crate::scripts;
+use super::{KindSpec, Latch, Op, RawLock};
+use crate::keys;
+use crate::scripts::{self, Layout};
 
 /// The reentrant lock kind: Redisson's `RLock` (`RedissonLock`).
 ///
@@ -17,6 +18,14 @@ use crate::scripts;
 pub struct Reentrant;
 
 impl RawLock for Reentrant {
+    const SPEC: KindSpec = KindSpec {
+        channel_prefix: keys::LOCK_CHANNEL_PREFIX,
+        field_suffix: "",
+        per_waiter_channel: false,
+        layout: Layout::Plain,
+        fencing_token: false,
+    };
+
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         scripts::lock(op.key, op.lease_ms, op.field)
     }

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{Latch, Op, RawLock, Renewal};
+use super::{read_key_prefix, read_timeout_prefix, KindSpec, Latch, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, Layout};
 
@@ -38,35 +38,21 @@ pub struct Read;
 pub struct Write;
 
 /// `{<name>}:<field>:rwlock_timeout` (Redisson's `getReadWriteTimeoutNamePrefix`).
-fn timeout_prefix(key: &str, field: &str) -> String {
-    let mut s = keys::suffix_name(key, field);
-    s.push_str(":rwlock_timeout");
-    s
-}
-
 /// `{<name>}`, or `<name>` when the name contains `{` (Redisson's `getKeyPrefix`).
-fn key_prefix(key: &str) -> String {
-    if key.contains('{') {
-        key.to_owned()
-    } else {
-        format!("{{{key}}}")
-    }
-}
-
 impl RawLock for Read {
-    fn channel(&self, name: &str) -> String {
-        keys::rwlock_channel(name)
-    }
-
-    fn extra_keys(&self, name: &str, field: &str) -> Vec<String> {
-        vec![timeout_prefix(name, field), key_prefix(name)]
-    }
+    const SPEC: KindSpec = KindSpec {
+        channel_prefix: keys::RWLOCK_CHANNEL_PREFIX,
+        field_suffix: "",
+        per_waiter_channel: false,
+        layout: Layout::Read,
+        fencing_token: false,
+    };
 
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         let write_field = format!("{}:write", op.field);
         scripts::read_lock(
             op.key,
-            &timeout_prefix(op.key, op.field),
+            &read_timeout_prefix(op.key, op.field),
             op.lease_ms,
             op.field,
             &write_field,
@@ -76,18 +62,9 @@ impl RawLock for Read {
     fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
         scripts::read_unlock(
             op,
-            &timeout_prefix(op.key, op.field),
-            &key_prefix(op.key),
+            &read_timeout_prefix(op.key, op.field),
+            &read_key_prefix(op.key),
             latch,
-        )
-    }
-
-    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        scripts::trim(
-            op,
-            Some(&timeout_prefix(op.key, op.field)),
-            target,
-            Layout::Read,
         )
     }
 
@@ -98,23 +75,16 @@ impl RawLock for Read {
     fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
         Some(scripts::rw_is_locked(key, "read"))
     }
-
-    fn renewal(&self, key: &str, field: &str) -> Renewal {
-        Renewal::Read {
-            timeout_prefix: timeout_prefix(key, field),
-        }
-    }
 }
 
 impl RawLock for Write {
-    fn channel(&self, name: &str) -> String {
-        keys::rwlock_channel(name)
-    }
-
-    fn field(&self, mut base: String) -> String {
-        base.push_str(":write");
-        base
-    }
+    const SPEC: KindSpec = KindSpec {
+        channel_prefix: keys::RWLOCK_CHANNEL_PREFIX,
+        field_suffix: ":write",
+        per_waiter_channel: false,
+        layout: Layout::Write,
+        fencing_token: false,
+    };
 
     fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
         scripts::write_lock(op.key, op.lease_ms, op.field)
@@ -122,10 +92,6 @@ impl RawLock for Write {
 
     fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
         scripts::write_unlock(op, latch)
-    }
-
-    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
-        scripts::trim(op, None, target, Layout::Write)
     }
 
     fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
