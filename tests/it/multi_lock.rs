@@ -229,42 +229,16 @@ async fn contenders_exclude_each_other_and_never_deadlock() {
         .is_empty());
 }
 
-/// Ten tasks contend at once; the winner keeps the lock until everyone has answered.
-async fn contend(nodes: Arc<Nodes>, name: &'static str, wait: Duration) -> usize {
-    let start = Arc::new(tokio::sync::Barrier::new(10));
-    let done = Arc::new(tokio::sync::Barrier::new(10));
-    let mut tasks = Vec::new();
-    for _ in 0..10 {
-        let (nodes, start, done) = (nodes.clone(), start.clone(), done.clone());
-        tasks.push(tokio::spawn(async move {
-            let m = multi(&nodes, name);
-            start.wait().await;
-            let got = m.try_lock_for(wait).await.unwrap();
-            done.wait().await;
-            let won = got.is_some();
-            if let Some(g) = got {
-                g.unlock().await.unwrap();
-            }
-            won
-        }));
-    }
-    let mut winners = 0;
-    for t in tasks {
-        winners += usize::from(t.await.unwrap());
-    }
-    winners
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_contenders_exactly_one_wins() {
     let nodes = Arc::new(nodes(3).await);
-    let winners = contend(nodes.clone(), "ten", Duration::from_secs(3)).await;
+    let winners = contend(nodes.clone(), "ten", multi, Duration::from_secs(3)).await;
     assert_eq!(winners, 1);
     // Without a wait, simultaneous contenders may split the members: never two winners, and
     // some round must have one (zero winners forever would also pass `<= 1`).
     let mut rounds_won = 0;
     for _ in 0..20 {
-        let winners = contend(nodes.clone(), "ten-now", Duration::ZERO).await;
+        let winners = contend(nodes.clone(), "ten-now", multi, Duration::ZERO).await;
         assert!(winners <= 1, "{winners} winners");
         rounds_won += winners;
     }

@@ -243,27 +243,7 @@ async fn lost_only_below_the_quorum() {
 async fn ten_contenders_exactly_one_wins() {
     let nodes = Arc::new(nodes(3).await);
     for (name, wait) in [("ten", Duration::from_secs(3)), ("ten-now", Duration::ZERO)] {
-        let start = Arc::new(tokio::sync::Barrier::new(10));
-        let done = Arc::new(tokio::sync::Barrier::new(10));
-        let mut tasks = Vec::new();
-        for _ in 0..10 {
-            let (nodes, start, done) = (nodes.clone(), start.clone(), done.clone());
-            tasks.push(tokio::spawn(async move {
-                let r = redlock(&nodes, name);
-                start.wait().await;
-                let got = r.try_lock_for(wait).await.unwrap();
-                done.wait().await;
-                let won = got.is_some();
-                if let Some(g) = got {
-                    g.unlock().await.unwrap();
-                }
-                won
-            }));
-        }
-        let mut winners = 0;
-        for t in tasks {
-            winners += usize::from(t.await.unwrap());
-        }
+        let winners = contend(nodes.clone(), name, redlock, wait).await;
         if wait.is_zero() {
             // Simultaneous tries may split the votes: never two winners (that some zero-wait
             // try can win at all is checked below).

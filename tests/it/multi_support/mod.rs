@@ -160,3 +160,34 @@ pub async fn exclusion<P: QuorumPolicy + 'static>(
     }
     (most.load(Ordering::SeqCst), wins.load(Ordering::SeqCst))
 }
+
+/// Ten tasks contend at once; the winner keeps the lock until everyone has answered.
+pub async fn contend<P: QuorumPolicy + 'static>(
+    nodes: Arc<Nodes>,
+    name: &'static str,
+    make: fn(&Nodes, &str) -> MultiLock<P>,
+    wait: Duration,
+) -> usize {
+    let start = Arc::new(tokio::sync::Barrier::new(10));
+    let done = Arc::new(tokio::sync::Barrier::new(10));
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let (nodes, start, done) = (nodes.clone(), start.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let m = make(&nodes, name);
+            start.wait().await;
+            let got = m.try_lock_for(wait).await.unwrap();
+            done.wait().await;
+            let won = got.is_some();
+            if let Some(g) = got {
+                g.unlock().await.unwrap();
+            }
+            won
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap());
+    }
+    winners
+}
