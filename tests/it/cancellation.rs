@@ -339,13 +339,7 @@ async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
     let mut events = Listener::start(&server, &format!("__keyspace@0__:{name}")).await;
 
     // A fresh acquire.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_000)
-        .arg("WRITE")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_writes(&mut raw, 1_000).await;
     let l = lock.clone();
     tokio::spawn(async move {
         tokio::select! {
@@ -370,13 +364,7 @@ async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
 
     // A re-entry: the first hold must survive, at exactly 1.
     let first = lock.lock().await.unwrap();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_000)
-        .arg("WRITE")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_writes(&mut raw, 1_000).await;
     tokio::select! {
         _ = lock.lock() => panic!("re-entered while the server was paused"),
         _ = tokio::time::sleep(Duration::from_millis(200)) => {}
@@ -452,13 +440,7 @@ async fn unlock_cancelled_while_waiting_for_the_owner_gate_still_releases() {
     let me = field(&client, owner);
     let first = lock.lock().await.unwrap();
 
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1_000)
-        .arg("WRITE")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_writes(&mut raw, 1_000).await;
     // Same owner, another task: its re-entry script waits out the pause, holding the gate.
     let l = lock.clone();
     let reentry = tokio::spawn(async move { l.lock().await.unwrap() });

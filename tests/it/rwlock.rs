@@ -590,23 +590,11 @@ async fn reader_leaving_while_others_read_holds_nothing() {
 
     // The server stops running writes: a's acquire script is in flight when it is dropped,
     // then runs. The client must take that hold back.
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1000)
-        .arg("WRITE")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_writes(&mut raw, 1000).await;
     let r = tokio::time::timeout(QUIET, read_a.lock()).await;
     assert!(r.is_err());
     // Writes run again once the pause is over (a's acquire script first).
-    assert!(
-        eventually(WAIT, || async {
-            let mut raw = server.conn().await;
-            raw.set::<_, _, ()>("rw:after-pause", 1).await.is_ok()
-        })
-        .await
-    );
+    assert!(writes_resumed(&server, WAIT).await);
     let fa = field(&client, a);
     assert!(
         eventually(WAIT, || async {
@@ -693,23 +681,11 @@ async fn undoing_a_cancelled_read_reentry_keeps_other_leases() {
     let ra = read_a.lock().await.unwrap();
     let fa = field(&short, ra.owner());
 
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(1000)
-        .arg("WRITE")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    pause_writes(&mut raw, 1000).await;
     let r = tokio::time::timeout(QUIET, read_a.lock()).await;
     assert!(r.is_err());
     // After the pause the re-entry runs (count 2), then is taken back (count 1).
-    assert!(
-        eventually(WAIT, || async {
-            let mut raw = server.conn().await;
-            raw.set::<_, _, ()>("rw:after-pause", 1).await.is_ok()
-        })
-        .await
-    );
+    assert!(writes_resumed(&server, WAIT).await);
     assert!(
         eventually(WAIT, || async {
             let mut raw = server.conn().await;

@@ -43,3 +43,24 @@ pub async fn exists_on(server: &TestServer, key: &str) -> bool {
 pub async fn numsub_on(server: &TestServer, channel: &str) -> i64 {
     numsub(&mut server.conn().await, channel).await
 }
+
+/// Stops the server running writes for `ms` (`CLIENT PAUSE <ms> WRITE`): scripts sent meanwhile
+/// are in flight until it ends (the "cancelled while the script runs" cases).
+pub async fn pause_writes(raw: &mut MultiplexedConnection, ms: u64) {
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms)
+        .arg("WRITE")
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+/// Waits (up to `within`) until `server` runs writes again after [`pause_writes`].
+pub async fn writes_resumed(server: &TestServer, within: std::time::Duration) -> bool {
+    super::eventually(within, || async {
+        let mut raw = server.conn().await;
+        raw.set::<_, _, ()>("probe:after-pause", 1).await.is_ok()
+    })
+    .await
+}
