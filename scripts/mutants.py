@@ -182,7 +182,7 @@ MUTANTS = [
             tokio::pin!(notified);
             notified.as_mut().enable();
             let pause = match attempt {""",
-        ["--test", "wakeups", "readers_never_miss_a_writers_release"],
+        ["--test", "wakeups", "rw_wake_all_between_attempt_and_wait_is_not_missed"],
         "a waiter registers for the release message after its attempt: a wake-all in between is lost",
     ),
     (
