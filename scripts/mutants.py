@@ -27,9 +27,7 @@ MUTANTS = [
     (
         "reentry-lease",
         "src/lock/engine.rs",
-        """        let lease_ms = gate
-            .expiry_ms(sent, watchdog_ms, Some(own_ms))
-            .unwrap_or(own_ms);""",
+        """        let lease_ms = self.key_expiry(&gate, sent, Some(own_ms));""",
         """        let lease_ms = own_ms;""",
         ["--test", "leases", "a_shorter_reentry_never_shortens"],
         "re-entry applies its own lease (Redisson's rule): a shorter inner lease ends the outer hold",
@@ -37,9 +35,7 @@ MUTANTS = [
     (
         "release-lease",
         "src/lock/engine.rs",
-        """        let lease_ms = gate
-            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
-            .unwrap_or_else(|| self.watchdog_ms());""",
+        """        let lease_ms = self.key_expiry(&gate, Instant::now(), None);""",
         """        let lease_ms = self.watchdog_ms();""",
         ["--test", "leases", "releasing_a_watchdog_hold"],
         "a release re-applies the watchdog lease whatever the remaining holds need",
@@ -47,9 +43,7 @@ MUTANTS = [
     (
         "owner-unlock-lease",
         "src/lock/engine.rs",
-        """        let lease_ms = gate
-            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
-            .unwrap_or_else(|| self.watchdog_ms());""",
+        """        let lease_ms = self.key_expiry(&gate, Instant::now(), None);""",
         """        let lease_ms = grant
             .and_then(|g| match g.lease {
                 Lease::Fixed { deadline } => Some(millis(deadline.saturating_duration_since(Instant::now()))),
@@ -133,7 +127,7 @@ MUTANTS = [
     (
         "cluster-names-unchecked",
         "src/lock/mod.rs",
-        """    if !client.conn().is_cluster() {""",
+        """    if !client.is_cluster() {""",
         """    if true {""",
         ["--test", "cluster"],
         "a name whose channel/latch fall in another cluster slot is locked (and can never be released)",

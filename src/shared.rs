@@ -103,6 +103,11 @@ impl Client {
         self.inner.conn.synced()
     }
 
+    /// Whether this client talks to a Redis Cluster (checked without cloning the connection).
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
+    }
+
     /// This client's holds, per (lock key, owner).
     pub(crate) fn holds(&self) -> &Holds {
         &self.inner.holds

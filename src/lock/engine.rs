@@ -13,7 +13,7 @@ use super::Lock;
 use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::holds::{Gate, Grant, GrantId, Hold, Lease};
+use crate::holds::{Gate, Grant, GrantId, Hold, HoldState, Lease};
 use crate::keys;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, KindExt, LockKind, Op, Release};
@@ -129,6 +129,20 @@ impl<K: LockKind> Lock<K> {
             Some(why) => Err(LockError::InvalidArgument(why)),
             None => Ok(()),
         }
+    }
+
+    /// The `PEXPIRE` to send at `now`: it covers every grant the owner still has, plus
+    /// `new_grant_ms` for an acquisition in flight (the watchdog lease when nothing is left to
+    /// cover, e.g. an owner-style release of a hold the client did not know of).
+    pub(super) fn key_expiry(
+        &self,
+        gate: &HoldState,
+        now: Instant,
+        new_grant_ms: Option<u64>,
+    ) -> u64 {
+        let watchdog_ms = self.watchdog_ms();
+        gate.expiry_ms(now, watchdog_ms, new_grant_ms)
+            .unwrap_or(watchdog_ms)
     }
 
     pub(super) fn watchdog_ms(&self) -> u64 {
@@ -266,9 +280,7 @@ impl<K: LockKind> Lock<K> {
         self.settle(hold, &mut gate).await?;
         let sent = Instant::now();
         let own_ms = lease.map_or(watchdog_ms, millis);
-        let lease_ms = gate
-            .expiry_ms(sent, watchdog_ms, Some(own_ms))
-            .unwrap_or(own_ms);
+        let lease_ms = self.key_expiry(&gate, sent, Some(own_ms));
         let inv = self
             .shared
             .kind
@@ -375,9 +387,7 @@ impl<K: LockKind> Lock<K> {
             Ok(grant) => grant,
             Err(nothing) => return Ok(nothing),
         };
-        let lease_ms = gate
-            .expiry_ms(Instant::now(), self.watchdog_ms(), None)
-            .unwrap_or_else(|| self.watchdog_ms());
+        let lease_ms = self.key_expiry(&gate, Instant::now(), None);
         let request_id = keys::request_id();
         let latch = keys::unlock_latch(self.name(), &request_id);
         let latch_ttl = millis(client.config().latch_ttl());
@@ -449,10 +459,7 @@ impl<K: LockKind> Lock<K> {
         if let Some(l) = lease {
             gate.set_deadline(id, later(sent, l));
         }
-        let watchdog_ms = self.watchdog_ms();
-        let expiry_ms = gate
-            .expiry_ms(sent, watchdog_ms, None)
-            .unwrap_or(watchdog_ms);
+        let expiry_ms = self.key_expiry(&gate, sent, None);
         let mut conn = self.client().conn_synced();
         let set: i64 = scripts::expire(self.name(), &hold.field, expiry_ms)
             .invoke_async(&mut conn)

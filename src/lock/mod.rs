@@ -542,7 +542,7 @@ fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'stati
     if name.is_empty() {
         return Some("lock name must not be empty");
     }
-    if !client.conn().is_cluster() {
+    if !client.is_cluster() {
         return None;
     }
     let field = kind.field(format!("{}:1", client.id()));

@@ -18,10 +18,7 @@ impl<K: LockKind> Lock<K> {
         if !gate.is_dirty() {
             return Ok(());
         }
-        let watchdog_ms = self.watchdog_ms();
-        let lease_ms = gate
-            .expiry_ms(Instant::now(), watchdog_ms, None)
-            .unwrap_or(watchdog_ms);
+        let lease_ms = self.key_expiry(gate, Instant::now(), None);
         let mut conn = self.client().conn();
         let op = self.op(&hold.field, lease_ms, 0);
         let found: i64 = self
