@@ -159,12 +159,7 @@ async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed
         .collect();
     let mut raw = server.conn().await;
     assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 1 }).await);
-    assert!(
-        eventually(BOUND, || async {
-            waiter_client.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&waiter_client, 1).await);
     let connections_before = waiter_client.stats().subscriber_connections;
 
     proxy.set(Mode::Refuse);
@@ -318,7 +313,7 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
         let lock = lock.clone();
         tokio::spawn(async move { lock.try_lock_with_lease(BOUND, lease).await })
     };
-    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
+    assert!(subscribed(&client, 1).await);
     proxy.drop_reply_after(LOCK_SHA);
     held.unlock().await.unwrap();
     let g = tokio::time::timeout(BOUND, waiter)
@@ -412,7 +407,7 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
         let lock = client.get_lock(name).with_owner(LockOwner::new(2));
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
     };
-    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
+    assert!(subscribed(&client, 1).await);
     let accepted = proxy.accepted();
 
     proxy.set(Mode::Reset);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::multi_support::*;
-use crate::support::{eventually, TestServer};
+use crate::support::{eventually, subscribed, TestServer};
 use redisson_lock::{LockError, MultiLock, MultiLockGuard, QuorumOperation};
 
 fn multi(nodes: &Nodes, name: &str) -> MultiLock {
@@ -125,12 +125,7 @@ async fn waits_for_a_busy_member_then_takes_them_all() {
     let m = multi(&nodes, "waits");
     let waiter = tokio::spawn(async move { m.try_lock_for(Duration::from_secs(20)).await });
     // Every member is busy: the waiter holds nothing and waits on member 0's channel.
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            nodes.clients[0].stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&nodes.clients[0], 1).await);
     guard.unlock().await.unwrap();
     let second = waiter.await.unwrap().unwrap().expect("woken and taken");
     assert_eq!(second.held_nodes(), vec![0, 1, 2]);
