@@ -15,7 +15,7 @@ use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, GrantId, Hold, HoldState, Lease};
 use crate::owner::LockOwner;
-use crate::raw::{Acquire, KindExt, LockKind, Op};
+use crate::raw::{Acquire, Delays, KindExt, LockKind, Op};
 use crate::retry::Retry;
 use crate::time::later;
 
@@ -116,7 +116,11 @@ impl<K: LockKind> Lock<K> {
             channel: &self.shared.channel,
             field,
             lease_ms,
-            publish: self.client().publish_command(),
+            // The spin lock publishes nothing: an empty command tells the scripts so.
+            publish: match self.shared.kind.uses_pubsub() {
+                true => self.client().publish_command(),
+                false => "",
+            },
             now_ms: epoch_ms(),
             wait_ms,
         }
@@ -170,9 +174,10 @@ impl<K: LockKind> Lock<K> {
         // Fast path: one script, no subscription.
         let taken = match self.first_attempt(&try_).await? {
             Attempt::Taken(guard) => Some(guard),
-            Attempt::Held { ttl_ms } => match remaining(deadline) {
-                Some(left) => self.wait(&try_, deadline, left, ttl_ms).await?,
-                None => None,
+            Attempt::Held { ttl_ms } => match (remaining(deadline), self.shared.kind.backoff()) {
+                (None, _) => None,
+                (Some(left), None) => self.wait(&try_, deadline, left, ttl_ms).await?,
+                (Some(_), Some(backoff)) => self.spin(&try_, deadline, backoff.delays()).await?,
             },
         };
         if taken.is_some() {
@@ -242,6 +247,35 @@ impl<K: LockKind> Lock<K> {
                 None => notified.await,
             }
             tracing::trace!(lock = %self.name(), last_ttl, "waiter woke");
+        }
+    }
+
+    /// The spin lock's wait: no subscription; sleep for the next backoff delay (never past the
+    /// deadline), try again, until taken or `deadline`. Errors are retried as in [`Self::wait`].
+    async fn spin(
+        &self,
+        try_: &Try<'_>,
+        deadline: Option<Instant>,
+        mut delays: Delays,
+    ) -> Result<Option<Granted>> {
+        let mut retry = Retry::attempts(self.client().config());
+        let mut pause = delays.next().unwrap_or_default();
+        loop {
+            let Some(left) = remaining(deadline) else {
+                return Ok(None);
+            };
+            tokio::time::sleep(pause.min(left)).await;
+            pause = match self.attempt(try_).await {
+                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Held { .. }) => {
+                    retry.reset();
+                    delays.next().unwrap_or_default()
+                }
+                Err(e) => match retry.pause_after(&e) {
+                    Some(p) => p,
+                    None => return Err(e),
+                },
+            };
         }
     }
 

@@ -29,5 +29,6 @@ mod regressions;
 mod rlock;
 mod rwlock;
 mod sentinel;
+mod spin_lock;
 mod wakeups;
 mod watchdog;
