@@ -4,6 +4,8 @@
 #![cfg_attr(not(test), forbid(clippy::panic))]
 #![warn(rust_2018_idioms)]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod client;
 mod config;
 mod conn;

@@ -6,6 +6,8 @@ mod multi_support;
 mod support;
 
 mod aof;
+#[cfg(feature = "blocking")]
+mod blocking;
 mod bounds;
 mod cancellation;
 mod clock_steps;
