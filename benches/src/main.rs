@@ -2,7 +2,7 @@
 //! crates, in one run, on one machine (issue 7; method of `shared/reference/peer-bench.md`).
 //!
 //! ```text
-//! cargo run --release --manifest-path bench/Cargo.toml -- [--quick] [--runs N]
+//! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
 //!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
 //!     [--libs ours,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
@@ -11,7 +11,7 @@
 //! It starts its own `redis-server` on a free loopback port (or uses `REDIS_URL`, loopback only),
 //! prints one markdown table of medians over the runs, and writes the SVG chart
 //! (`docs/benchmarks.svg` by default). Every figure of every run is saved (`--save`, default
-//! `bench/target/last-run.tsv`); `--replay FILE` re-renders table and chart from such a file
+//! `benches/target/last-run.tsv`); `--replay FILE` re-renders table and chart from such a file
 //! without measuring. W3 and W3w spawn this binary twice with `--child`.
 
 mod libs;
@@ -389,6 +389,11 @@ async fn orchestrate(args: Args) -> Result<()> {
         began.elapsed().as_secs_f64()
     );
     if let Some(path) = &args.save {
+        // The default lives under the bench crate's target/, which another CARGO_TARGET_DIR
+        // never creates.
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         std::fs::write(path, save(&header, &runs))?;
         say(format!(
             "figures saved to {path} (re-render with --replay {path})"
