@@ -15,6 +15,7 @@ use crate::raw::{Fair, Fenced, Reentrant};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
+use crate::sync::Semaphore;
 use crate::watchdog;
 
 impl Client {
@@ -179,6 +180,20 @@ impl Client {
     /// ```
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
         Lock::new(self.clone(), name.into(), Fenced)
+    }
+
+    /// The semaphore called `name` (Redisson's `getSemaphore`): see [`Semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let permits = client.get_semaphore("workers");
+    /// permits.try_set_permits(4).await?;
+    /// permits.acquire(1).await?;
+    /// permits.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.clone(), name.into())
     }
 
     /// A clone of the command connection, for your own commands next to the locks. Commands

@@ -20,6 +20,7 @@ mod retry;
 mod rwlock;
 mod scripts;
 mod shared;
+mod sync;
 mod time;
 mod watchdog;
 
@@ -40,6 +41,7 @@ pub use multi::{
 pub use owner::LockOwner;
 pub use raw::{Fair, Fenced, LockKind, Read, Reentrant, Write};
 pub use rwlock::ReadWriteLock;
+pub use sync::Semaphore;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
 pub type RLock = Lock<Reentrant>;

@@ -39,6 +39,12 @@ scripts! {
     WRITE_UNLOCK => "write_unlock.lua",
     RW_FORCE_UNLOCK => "rw_force_unlock.lua",
     RW_IS_LOCKED => "rw_is_locked.lua",
+    SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
+    SEMAPHORE_UNDO => "semaphore_undo.lua",
+    SEMAPHORE_RELEASE => "semaphore_release.lua",
+    SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
+    SEMAPHORE_ADD => "semaphore_add.lua",
+    SEMAPHORE_DRAIN => "semaphore_drain.lua",
 }
 
 /// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
@@ -345,6 +351,70 @@ pub(crate) fn rw_is_locked<'a>(key: &str, mode: &str) -> ScriptInvocation<'a> {
     inv
 }
 
+// === RSemaphore ===
+
+/// The names every semaphore script may touch.
+#[derive(Debug)]
+pub(crate) struct SemKeys<'k> {
+    /// The permit count `<name>`.
+    pub(crate) name: &'k str,
+    /// `redisson_sc:{<name>}`.
+    pub(crate) channel: &'k str,
+    /// `PUBLISH` or `SPUBLISH`.
+    pub(crate) publish: &'k str,
+}
+
+pub(crate) fn semaphore_acquire<'a>(
+    name: &str,
+    receipt: &str,
+    permits: u32,
+    receipt_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_ACQUIRE.prepare_invoke();
+    inv.key(name).key(receipt).arg(permits).arg(receipt_ms);
+    inv
+}
+
+pub(crate) fn semaphore_undo<'a>(k: &SemKeys<'_>, receipt: &str) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_UNDO.prepare_invoke();
+    inv.key(k.name).key(k.channel).key(receipt).arg(k.publish);
+    inv
+}
+
+pub(crate) fn semaphore_release<'a>(
+    k: &SemKeys<'_>,
+    receipt: &str,
+    permits: u32,
+    receipt_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_RELEASE.prepare_invoke();
+    inv.key(k.name)
+        .key(k.channel)
+        .key(receipt)
+        .arg(permits)
+        .arg(k.publish)
+        .arg(receipt_ms);
+    inv
+}
+
+pub(crate) fn semaphore_try_set<'a>(k: &SemKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_TRY_SET.prepare_invoke();
+    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
+    inv
+}
+
+pub(crate) fn semaphore_add<'a>(k: &SemKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_ADD.prepare_invoke();
+    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
+    inv
+}
+
+pub(crate) fn semaphore_drain<'a>(name: &str) -> ScriptInvocation<'a> {
+    let mut inv = SEMAPHORE_DRAIN.prepare_invoke();
+    inv.key(name);
+    inv
+}
+
 #[cfg(test)]
 mod tests {
     /// Pins every script's SHA1: editing a Redisson-compatible script must be deliberate, and
@@ -396,6 +466,30 @@ mod tests {
             (
                 "rw_is_locked.lua",
                 "56f8b893ed2242edfb42babb6d059423b0b89bea",
+            ),
+            (
+                "semaphore_acquire.lua",
+                "d5bc2378c4f3a5f66df430b8d9438e7b067465b1",
+            ),
+            (
+                "semaphore_undo.lua",
+                "8be1b4a9b4c71ad07ba607383fe4d21eed5e7a51",
+            ),
+            (
+                "semaphore_release.lua",
+                "d7eb1fa787194681daa21c4543af690dfefc4392",
+            ),
+            (
+                "semaphore_try_set.lua",
+                "e9f3f82415ba5a36af24d64f5de68c637461cf4e",
+            ),
+            (
+                "semaphore_add.lua",
+                "a56543f1198468e5aa7d53153dc741ac0680870d",
+            ),
+            (
+                "semaphore_drain.lua",
+                "5ad060497a0103a0c03b41afe8fa4b703b7e26db",
             ),
         ];
         let all = super::all();

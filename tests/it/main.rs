@@ -28,6 +28,7 @@ mod redlock;
 mod regressions;
 mod rlock;
 mod rwlock;
+mod semaphore;
 mod sentinel;
 mod wakeups;
 mod watchdog;

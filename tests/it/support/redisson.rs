@@ -60,3 +60,70 @@ pub fn latch(name: &str, request: &str) -> String {
         format!("redisson_unlock_latch:{{{name}}}:{request}")
     }
 }
+
+// === Synchronizers: Redisson's own script text (RedissonSemaphore, RedissonCountDownLatch,
+// RedissonPermitExpirableSemaphore, 3.24+/4.x), as a Java client sends it. ===
+
+/// `RedissonSemaphore.tryAcquireAsync0`. KEYS: name; ARGV: permits. 1 taken, 0 not.
+pub const SEM_TRY_ACQUIRE: &str = "local value = redis.call('get', KEYS[1]); \
+if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then \
+local val = redis.call('decrby', KEYS[1], ARGV[1]); \
+return 1; \
+end; \
+return 0;";
+
+/// `RedissonSemaphore.releaseAsync`. KEYS: name, channel; ARGV: permits, publish command.
+pub const SEM_RELEASE: &str = "local value = redis.call('incrby', KEYS[1], ARGV[1]); \
+redis.call(ARGV[2], KEYS[2], value); ";
+
+/// `RedissonSemaphore.trySetPermitsAsync`. KEYS: name, channel; ARGV: permits, publish.
+pub const SEM_TRY_SET: &str = "local value = redis.call('get', KEYS[1]); \
+if (value == false) then \
+redis.call('set', KEYS[1], ARGV[1]); \
+redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+return 1;\
+end;\
+return 0;";
+
+/// `RedissonSemaphore.addPermitsAsync`. KEYS: name, channel; ARGV: permits, publish.
+pub const SEM_ADD: &str = "local value = redis.call('get', KEYS[1]); \
+if (value == false) then \
+value = 0;\
+end;\
+redis.call('set', KEYS[1], value + ARGV[1]); \
+redis.call(ARGV[2], KEYS[2], value + ARGV[1]); ";
+
+/// `RedissonSemaphore.drainPermitsAsync`. KEYS: name. Returns the old value.
+pub const SEM_DRAIN: &str = "local value = redis.call('get', KEYS[1]); \
+if (value == false) then \
+return 0; \
+end; \
+redis.call('set', KEYS[1], 0); \
+return value;";
+
+/// Redisson's semaphore channel (`prefixName("redisson_sc", name)`).
+pub fn sem_channel(name: &str) -> String {
+    if name.contains('{') {
+        format!("redisson_sc:{name}")
+    } else {
+        format!("redisson_sc:{{{name}}}")
+    }
+}
+
+/// Runs a Java script with string arguments; the reply as a redis Value.
+pub async fn eval(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::Value {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query_async(raw).await.unwrap()
+}
