@@ -30,6 +30,21 @@ async fn receipts_gone(server: &TestServer) -> bool {
     .await
 }
 
+/// How many EVALSHA calls the server ran since the last `CONFIG RESETSTAT`.
+async fn evalsha_calls(server: &TestServer) -> u64 {
+    let mut raw = server.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
     eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
 }
@@ -154,21 +169,29 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let name = "sem:wake-many";
     let sem = client.get_semaphore(name);
     sem.try_set_permits(0).await.unwrap();
+    // Load the acquire script, then count its runs from zero.
+    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let sem = sem.clone();
             tokio::spawn(async move { sem.acquire(1).await })
         })
         .collect();
-    // Three local waiters share one subscription; wait until all three are parked.
+    // Three local waiters share one subscription. Each tries once, subscribes, registers for
+    // wake-ups and tries again: after six tries all three are parked.
     let channel = redisson::sem_channel(name);
     assert!(subscribed(&server, &channel, 1).await);
     assert!(
-        eventually(WAIT, || async { client.stats().subscribed_channels == 1 }).await,
-        "no subscription"
+        eventually(WAIT, || async { evalsha_calls(&server).await >= 6 }).await,
+        "the waiters did not park"
     );
     // A Java client's release of 3 (its own script): one message `3` wakes all three.
-    let mut raw = server.conn().await;
     eval(
         &mut raw,
         redisson::SEM_RELEASE,
