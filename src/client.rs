@@ -15,7 +15,7 @@ use crate::raw::{Fair, Fenced, Reentrant};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
-use crate::sync::Semaphore;
+use crate::sync::{CountDownLatch, Semaphore};
 use crate::watchdog;
 
 impl Client {
@@ -194,6 +194,21 @@ impl Client {
     /// ```
     pub fn get_semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore::new(self.clone(), name.into())
+    }
+
+    /// The count-down latch called `name` (Redisson's `getCountDownLatch`): see
+    /// [`CountDownLatch`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let latch = client.get_count_down_latch("batch-42");
+    /// latch.try_set_count(1).await?;
+    /// latch.count_down().await?;
+    /// assert!(latch.wait_timeout(std::time::Duration::from_secs(1)).await?);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), name.into())
     }
 
     /// A clone of the command connection, for your own commands next to the locks. Commands

@@ -45,6 +45,9 @@ scripts! {
     SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
     SEMAPHORE_ADD => "semaphore_add.lua",
     SEMAPHORE_DRAIN => "semaphore_drain.lua",
+    LATCH_TRY_SET => "latch_try_set.lua",
+    LATCH_COUNT_DOWN => "latch_count_down.lua",
+    LATCH_DELETE => "latch_delete.lua",
 }
 
 /// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
@@ -415,6 +418,51 @@ pub(crate) fn semaphore_drain<'a>(name: &str) -> ScriptInvocation<'a> {
     inv
 }
 
+// === RCountDownLatch ===
+
+/// `CountDownLatchPubSub.ZERO_COUNT_MESSAGE`: the count reached zero (opens the latch).
+pub(crate) const ZERO_COUNT_MESSAGE: &str = "0";
+/// `CountDownLatchPubSub.NEW_COUNT_MESSAGE`: a count was set or the latch deleted.
+pub(crate) const NEW_COUNT_MESSAGE: &str = "1";
+
+/// KEYS of every latch script: the count and the channel; and the publish command.
+pub(crate) fn latch_try_set<'a>(
+    name: &str,
+    channel: &str,
+    count: i64,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = LATCH_TRY_SET.prepare_invoke();
+    inv.key(name)
+        .key(channel)
+        .arg(NEW_COUNT_MESSAGE)
+        .arg(count)
+        .arg(publish);
+    inv
+}
+
+pub(crate) fn latch_count_down<'a>(
+    name: &str,
+    channel: &str,
+    publish: &str,
+) -> ScriptInvocation<'a> {
+    let mut inv = LATCH_COUNT_DOWN.prepare_invoke();
+    inv.key(name)
+        .key(channel)
+        .arg(ZERO_COUNT_MESSAGE)
+        .arg(publish);
+    inv
+}
+
+pub(crate) fn latch_delete<'a>(name: &str, channel: &str, publish: &str) -> ScriptInvocation<'a> {
+    let mut inv = LATCH_DELETE.prepare_invoke();
+    inv.key(name)
+        .key(channel)
+        .arg(NEW_COUNT_MESSAGE)
+        .arg(publish);
+    inv
+}
+
 #[cfg(test)]
 mod tests {
     /// Pins every script's SHA1: editing a Redisson-compatible script must be deliberate, and
@@ -490,6 +538,18 @@ mod tests {
             (
                 "semaphore_drain.lua",
                 "5ad060497a0103a0c03b41afe8fa4b703b7e26db",
+            ),
+            (
+                "latch_try_set.lua",
+                "641aff9b553d1654b23ce2cd7fdf129e75e55ad0",
+            ),
+            (
+                "latch_count_down.lua",
+                "1afd932eec3d30bd65671e8506eaf09ae31580b2",
+            ),
+            (
+                "latch_delete.lua",
+                "7b86c3da334b3b7ce7dfedf0a631a8c91e6f3752",
             ),
         ];
         let all = super::all();

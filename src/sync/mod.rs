@@ -7,8 +7,10 @@
 //! message published between the try and the sleep is therefore never lost. The per-channel
 //! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
 
+mod count_down_latch;
 mod semaphore;
 
+pub use count_down_latch::CountDownLatch;
 pub use semaphore::Semaphore;
 
 use std::future::Future;

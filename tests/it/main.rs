@@ -12,6 +12,7 @@ mod clock_steps;
 mod clocks;
 mod cluster;
 mod connect;
+mod count_down_latch;
 mod fair_lock;
 mod fault_holders;
 mod fault_proxy;

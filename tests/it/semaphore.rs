@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, eval};
+use crate::support::redisson::{self, calls, eval, reset_stats};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -28,21 +28,6 @@ async fn receipts_gone(server: &TestServer) -> bool {
         receipts(&mut raw).await.is_empty()
     })
     .await
-}
-
-/// How many EVALSHA calls the server ran since the last `CONFIG RESETSTAT`.
-async fn evalsha_calls(server: &TestServer) -> u64 {
-    let mut raw = server.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
@@ -172,11 +157,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     // Load the acquire script, then count its runs from zero.
     assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
     let mut raw = server.conn().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    reset_stats(&server).await;
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let sem = sem.clone();
@@ -188,7 +169,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let channel = redisson::sem_channel(name);
     assert!(subscribed(&server, &channel, 1).await);
     assert!(
-        eventually(WAIT, || async { evalsha_calls(&server).await >= 6 }).await,
+        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
         "the waiters did not park"
     );
     // A Java client's release of 3 (its own script): one message `3` wakes all three.

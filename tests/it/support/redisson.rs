@@ -127,3 +127,56 @@ pub async fn eval(
     }
     cmd.query_async(raw).await.unwrap()
 }
+
+/// `RedissonCountDownLatch.trySetCountAsync`. KEYS: name, channel; ARGV: `1`, count, publish.
+pub const LATCH_TRY_SET: &str = "if redis.call('exists', KEYS[1]) == 0 then \
+redis.call('set', KEYS[1], ARGV[2]); \
+redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+return 1 \
+else \
+return 0 \
+end";
+
+/// `RedissonCountDownLatch.countDownAsync`. KEYS: name, channel; ARGV: `0`, publish.
+pub const LATCH_COUNT_DOWN: &str = "local v = redis.call('decr', KEYS[1]);\
+if v <= 0 then redis.call('del', KEYS[1]) end;\
+if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+
+/// `RedissonCountDownLatch.deleteAsync`. KEYS: name, channel; ARGV: `1`, publish.
+pub const LATCH_DELETE: &str = "if redis.call('del', KEYS[1]) == 1 then \
+redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+return 1 \
+else \
+return 0 \
+end";
+
+/// `RedissonCountDownLatch.getChannelName`: always wrapped in braces.
+pub fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// How many calls of `command` (lowercase) the server ran since the last `CONFIG RESETSTAT`.
+pub async fn calls(server: &super::TestServer, command: &str) -> u64 {
+    let mut raw = server.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `CONFIG RESETSTAT`: command counts start from zero.
+pub async fn reset_stats(server: &super::TestServer) {
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+}
