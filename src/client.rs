@@ -15,7 +15,7 @@ use crate::raw::{Fair, Fenced, Reentrant};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
-use crate::sync::{CountDownLatch, Semaphore};
+use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::watchdog;
 
 impl Client {
@@ -209,6 +209,26 @@ impl Client {
     /// ```
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.clone(), name.into())
+    }
+
+    /// The permit-expirable semaphore called `name` (Redisson's
+    /// `getPermitExpirableSemaphore`): see [`PermitExpirableSemaphore`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let slots = client.get_permit_expirable_semaphore("gpu");
+    /// slots.try_set_permits(1).await?;
+    /// if let Some(id) = slots.try_acquire(Duration::ZERO, Some(Duration::from_secs(60))).await? {
+    ///     slots.release(&id).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), name.into())
     }
 
     /// A clone of the command connection, for your own commands next to the locks. Commands

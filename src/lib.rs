@@ -41,7 +41,7 @@ pub use multi::{
 pub use owner::LockOwner;
 pub use raw::{Fair, Fenced, LockKind, Read, Reentrant, Write};
 pub use rwlock::ReadWriteLock;
-pub use sync::{CountDownLatch, Semaphore};
+pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
 pub type RLock = Lock<Reentrant>;

@@ -48,6 +48,10 @@ scripts! {
     LATCH_TRY_SET => "latch_try_set.lua",
     LATCH_COUNT_DOWN => "latch_count_down.lua",
     LATCH_DELETE => "latch_delete.lua",
+    PES_ACQUIRE => "pes_acquire.lua",
+    PES_RELEASE => "pes_release.lua",
+    PES_AVAILABLE => "pes_available.lua",
+    PES_UPDATE_LEASE => "pes_update_lease.lua",
 }
 
 /// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
@@ -463,6 +467,82 @@ pub(crate) fn latch_delete<'a>(name: &str, channel: &str, publish: &str) -> Scri
     inv
 }
 
+// === RPermitExpirableSemaphore ===
+
+/// The score of a permit that never expires (Redisson's `nonExpirableTimeout`).
+pub(crate) const NON_EXPIRABLE: u64 = 922_337_203_685_477;
+
+/// The names every permit-expirable-semaphore script touches.
+#[derive(Debug)]
+pub(crate) struct PesKeys<'k> {
+    /// The available count `<name>`.
+    pub(crate) name: &'k str,
+    /// `{<name>}:timeout`.
+    pub(crate) timeouts: &'k str,
+    /// `redisson_sc:{<name>}`.
+    pub(crate) channel: &'k str,
+    /// `PUBLISH` or `SPUBLISH`.
+    pub(crate) publish: &'k str,
+}
+
+pub(crate) fn pes_acquire<'a>(
+    k: &PesKeys<'_>,
+    id: &[u8],
+    expiry_ms: u64,
+    now_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = PES_ACQUIRE.prepare_invoke();
+    inv.key(k.name)
+        .key(k.timeouts)
+        .key(k.channel)
+        .arg(1)
+        .arg(expiry_ms)
+        .arg(now_ms)
+        .arg(NON_EXPIRABLE)
+        .arg(k.publish)
+        .arg(id);
+    inv
+}
+
+pub(crate) fn pes_release<'a>(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> ScriptInvocation<'a> {
+    let mut inv = PES_RELEASE.prepare_invoke();
+    inv.key(k.name)
+        .key(k.channel)
+        .key(k.timeouts)
+        .arg(id)
+        .arg(1)
+        .arg(now_ms)
+        .arg(k.publish);
+    inv
+}
+
+pub(crate) fn pes_available<'a>(k: &PesKeys<'_>, now_ms: u64) -> ScriptInvocation<'a> {
+    let mut inv = PES_AVAILABLE.prepare_invoke();
+    inv.key(k.name)
+        .key(k.timeouts)
+        .key(k.channel)
+        .arg(now_ms)
+        .arg(k.publish);
+    inv
+}
+
+pub(crate) fn pes_update_lease<'a>(
+    k: &PesKeys<'_>,
+    id: &[u8],
+    expiry_ms: u64,
+    now_ms: u64,
+) -> ScriptInvocation<'a> {
+    let mut inv = PES_UPDATE_LEASE.prepare_invoke();
+    inv.key(k.name)
+        .key(k.timeouts)
+        .key(k.channel)
+        .arg(id)
+        .arg(expiry_ms)
+        .arg(now_ms)
+        .arg(k.publish);
+    inv
+}
+
 #[cfg(test)]
 mod tests {
     /// Pins every script's SHA1: editing a Redisson-compatible script must be deliberate, and
@@ -550,6 +630,22 @@ mod tests {
             (
                 "latch_delete.lua",
                 "7b86c3da334b3b7ce7dfedf0a631a8c91e6f3752",
+            ),
+            (
+                "pes_acquire.lua",
+                "0f02b2549e8ed7baea2dbc2666907c2811e63b3c",
+            ),
+            (
+                "pes_release.lua",
+                "2725d8c0a313300e680a9c97efdc8785adb0125b",
+            ),
+            (
+                "pes_available.lua",
+                "b591d9a7d5f290de83081ab250346efe9c47b427",
+            ),
+            (
+                "pes_update_lease.lua",
+                "90979284019d95869409d3dada0f127f180162c9",
             ),
         ];
         let all = super::all();

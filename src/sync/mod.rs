@@ -8,9 +8,11 @@
 //! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
 
 mod count_down_latch;
+mod permit_semaphore;
 mod semaphore;
 
 pub use count_down_latch::CountDownLatch;
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use semaphore::Semaphore;
 
 use std::future::Future;
@@ -182,4 +184,12 @@ pub(crate) async fn run_once<T: redis::FromRedisValue>(
     inv.invoke_async::<T>(&mut conn)
         .await
         .map_err(|e| write_error(name, &mut conn, e))
+}
+
+/// Milliseconds since the Unix epoch (Redisson's permit leases use client clocks).
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }

@@ -24,6 +24,7 @@ mod fenced_lock;
 mod latches;
 mod leases;
 mod multi_lock;
+mod permit_semaphore;
 mod redisson_conformance;
 mod redlock;
 mod regressions;
