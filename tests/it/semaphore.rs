@@ -374,3 +374,104 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     let mut raw = server.conn().await;
     assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
 }
+
+/// All three synchronizers on a real cluster (one cluster for the three: forming it is the slow
+/// part): names whose channel or timeout key Redisson's rules put in another slot are refused
+/// before anything is sent, and waiters are woken across clients by sharded pub/sub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronizers_on_a_cluster() {
+    use crate::support::cluster::TestCluster;
+    use redisson_lock::{Client, Config};
+
+    let cluster = TestCluster::start(0);
+    let a = Client::with_config(Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let b = Client::with_config(Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    assert!(a.is_sharded_pubsub(), "Redis 7+: SPUBLISH/SSUBSCRIBE");
+    let mut raw = redis::cluster::ClusterClient::new(cluster.urls())
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+
+    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+        let e = a.get_semaphore(name).try_set_permits(1).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{name}: {e:?}");
+        let e = a.get_semaphore(name).release(1).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{name}: {e:?}");
+        let pes = a.get_permit_expirable_semaphore(name);
+        assert!(pes
+            .try_set_permits(1)
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(pes
+            .available_permits()
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name} written");
+    }
+    // The latch's channel always wraps the whole name in braces, so any name with braces (even a
+    // proper hash tag) splits from its channel: Java's own count-down would fail with CROSSSLOT.
+    for name in ["{a}b", "{tag}:latch", "x{}y{z}"] {
+        let latch = a.get_count_down_latch(name);
+        assert!(
+            latch
+                .try_set_count(1)
+                .await
+                .unwrap_err()
+                .is_invalid_argument(),
+            "{name}"
+        );
+        assert!(latch.count_down().await.unwrap_err().is_invalid_argument());
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name} written");
+    }
+
+    // Semaphore: b waits, a releases.
+    let sem = a.get_semaphore("cl-sem");
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiting_sem = b.get_semaphore("cl-sem");
+    let waiter = tokio::spawn(async move { waiting_sem.acquire(1).await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    sem.release(1).await.unwrap();
+    tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("semaphore waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+
+    // Count-down latch: b waits, a counts down to zero.
+    let latch = a.get_count_down_latch("cl-latch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiting_latch = b.get_count_down_latch("cl-latch");
+    let waiter = tokio::spawn(async move { waiting_latch.wait().await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    latch.count_down().await.unwrap();
+    tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("latch waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+
+    // Permit-expirable semaphore (a hash-tagged name): b waits, a releases its permit.
+    let pes = a.get_permit_expirable_semaphore("{cl}:pes");
+    assert!(pes.try_set_permits(1).await.unwrap());
+    let id = pes.acquire(None).await.unwrap();
+    let waiting_pes = b.get_permit_expirable_semaphore("{cl}:pes");
+    let waiter = tokio::spawn(async move { waiting_pes.acquire(None).await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    pes.release(&id).await.unwrap();
+    let got = tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("permit waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+    assert_ne!(got, id);
+    assert_eq!(pes.available_permits().await.unwrap(), 0);
+}
