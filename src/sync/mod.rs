@@ -53,9 +53,15 @@ where
     Fut: Future<Output = Result<Step<T>>>,
 {
     let config = client.config();
-    // Fast path: one try, no subscription.
-    if let Step::Done(v) = attempt().await? {
-        return Ok(Some(v));
+    // Fast path: one try, no subscription (transient failures tried again, as the locks do).
+    let mut retry = Retry::attempts(config);
+    loop {
+        match attempt().await {
+            Ok(Step::Done(v)) => return Ok(Some(v)),
+            Ok(Step::Wait(_)) => break,
+            Err(e) if retry.again(&e).await => {}
+            Err(e) => return Err(e),
+        }
     }
     let Some(left) = remaining(deadline) else {
         return Ok(None);

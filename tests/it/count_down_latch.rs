@@ -273,3 +273,47 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
         .unwrap()
         .unwrap();
 }
+
+/// Deterministic lost wake-up check (the proxy of `wakeups.rs`): three waiters' count reads
+/// (`GET`) in the wait loop have run on the server, and their replies (count 1) are held back
+/// while the count-down's `0` reaches the subscriber. `0` wakes the waiters registered at that
+/// moment (`notify_waiters` keeps no permit), so a waiter that registered only after its read
+/// would sleep to the 30 s re-check: the bound here is 25 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
+    use crate::wakeups::{delayed_waiter, ReplyDelay, WINDOW};
+    let server = TestServer::start();
+    // Only the command connection sends GET (the subscriber sends SUBSCRIBE).
+    let proxy = ReplyDelay::start(server.port, b"$3\r\nGET\r\n".to_vec(), WINDOW).await;
+    let client = delayed_waiter(&proxy).await;
+    let name = "latch:window";
+    let channel = latch_channel(name);
+    let mut raw = server.conn().await;
+    let _: () = raw.set(name, 1).await.unwrap();
+    reset_stats(&server).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let latch = client.get_count_down_latch(name);
+            tokio::spawn(async move { latch.wait().await })
+        })
+        .collect();
+    // Each: a read, a subscription, then the wait loop's first read.
+    assert!(
+        eventually(WAIT, || async { calls(&server, "get").await >= 6 }).await,
+        "the waiters never read twice"
+    );
+    eval(
+        &mut raw,
+        redisson::LATCH_COUNT_DOWN,
+        &[name, &channel],
+        &["0", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(25), w)
+            .await
+            .expect("a waiter slept through the zero message: it registered after its read")
+            .unwrap()
+            .unwrap();
+    }
+}

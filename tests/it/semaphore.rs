@@ -475,3 +475,48 @@ async fn synchronizers_on_a_cluster() {
     assert_ne!(got, id);
     assert_eq!(pes.available_permits().await.unwrap(), 0);
 }
+
+/// Deterministic lost wake-up check (the proxy of `wakeups.rs`): three waiters' acquire scripts
+/// in the wait loop have run (no permit), and their replies are held back while a release of 3
+/// reaches the subscriber. The message wakes up to three registered waiters (`notify_one`
+/// keeps at most one permit for a waiter not registered yet), so waiters that registered only
+/// after their try would sleep to the 30 s re-check: the bound here is 25 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_between_the_try_and_the_wait_is_not_missed() {
+    use crate::wakeups::{delayed_waiter, preload, ReplyDelay, WINDOW};
+    let server = TestServer::start();
+    let sha = preload(&server, include_str!("../../lua/semaphore_acquire.lua")).await;
+    let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
+    let client = delayed_waiter(&proxy).await;
+    let name = "sem:window";
+    let channel = redisson::sem_channel(name);
+    let mut raw = server.conn().await;
+    let _: () = raw.set(name, 0).await.unwrap();
+    reset_stats(&server).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let sem = client.get_semaphore(name);
+            tokio::spawn(async move { sem.acquire(1).await })
+        })
+        .collect();
+    // Each: a try, a subscription, then the wait loop's first try.
+    assert!(
+        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
+        "the waiters never tried twice"
+    );
+    eval(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        &[name, &channel],
+        &["3", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(25), w)
+            .await
+            .expect("a waiter slept through the release: it registered after its try")
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+}
