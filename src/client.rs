@@ -294,7 +294,7 @@ pub struct ClientStats {
     pub tracked_holds: usize,
     /// Holds the watchdog renews.
     pub watched_holds: usize,
-    /// Unlock channels with local waiters.
+    /// Channels (unlock, semaphore, latch) with local waiters.
     pub subscribed_channels: usize,
     /// Subscriber connections opened so far (grows by one per reconnect).
     pub subscriber_connections: u64,

@@ -36,13 +36,23 @@ const MIN_RECEIPT_TTL: Duration = Duration::from_secs(60);
 ///   deleted once the reply is in; Java never reads it) makes the acquire and release scripts
 ///   safe to repeat after a lost reply.
 ///
+/// # Waiting
+///
+/// A waiter tries, subscribes, registers for wake-ups, tries again and sleeps until a count
+/// message (at most 30 s, a bound, not a poll). As Redisson's `SemaphorePubSub`, a message with
+/// count `n` wakes up to `n` local waiters; a waiter that still finds too few permits (it wants
+/// more than were freed) sleeps again. A reconnect of the subscriber wakes every waiter.
+///
 /// # Cancel safety
 ///
 /// [`acquire`](Semaphore::acquire) and [`try_acquire`](Semaphore::try_acquire) are cancel
 /// safe: every acquire script runs in a task of its own, and permits taken for a caller that
 /// is gone, or whose reply was lost, are given back in the background (exactly once, by the
-/// request's receipt) before the receipt expires (60 s at least). A dropped
-/// [`release`](Semaphore::release) still completes in the background once it was started.
+/// request's receipt) before the receipt expires (60 s at least). So an acquire that returns
+/// an error or is dropped holds nothing once its give-back has run; only a server unreachable
+/// for the receipt's whole life can keep such permits. A dropped
+/// [`release`](Semaphore::release) still completes in the background once it was started. The
+/// other methods send one script or command: dropped, it has run entirely or not at all.
 ///
 /// # Examples
 ///
