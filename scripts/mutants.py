@@ -245,6 +245,85 @@ MUTANTS = [
         ["--test", "rlock", "--test", "faults"],
         "a renewal that finds the hold gone is not reported to the guard",
     ),
+    (
+        "sem-wake-one",
+        "src/pubsub.rs",
+        """            for _ in 0..permits.min(waiters).max(0) {""",
+        """            for _ in 0..permits.min(waiters).min(1).max(0) {""",
+        ["--test", "semaphore", "a_release_wakes_as_many_waiters"],
+        "a semaphore's count message wakes one local waiter, not as many as it freed permits",
+    ),
+    (
+        "latch-wake-one",
+        "src/sync/count_down_latch.rs",
+        """Wake::All""",
+        """Wake::Lock""",
+        ["--test", "count_down_latch", "the_zero_message_wakes_every_waiter"],
+        "a latch's zero message wakes one local waiter, not all of them",
+    ),
+    (
+        "sync-wakeup-after-try",
+        "src/sync/mod.rs",
+        """        let notified = channel.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let pause = match attempt().await {""",
+        """        let step = attempt().await;
+        let notified = channel.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let pause = match step {""",
+        ["--test", "semaphore", "a_release_between", "--test", "count_down_latch", "a_zero_between"],
+        "a synchronizer waiter registers for messages after its try: a release in between is lost",
+    ),
+    (
+        "sem-no-give-back",
+        "src/sync/semaphore.rs",
+        """            rt.spawn(async move { inner.give_back(&receipt).await });""",
+        """            let _ = (rt, inner, receipt);""",
+        ["--test", "semaphore", "permits_taken_for_a_dropped_acquire"],
+        "permits taken by an acquire whose caller is gone are never given back",
+    ),
+    (
+        "pes-no-give-back",
+        "src/sync/permit_semaphore.rs",
+        """            rt.spawn(async move { inner.give_back(&id).await });""",
+        """            let _ = (rt, inner, id);""",
+        ["--test", "permit_semaphore", "a_permit_taken_for_a_dropped_acquire"],
+        "a permit taken by an acquire whose caller is gone is never released",
+    ),
+    (
+        "pes-no-expiry-hint",
+        "src/sync/permit_semaphore.rs",
+        """Ok(Step::Wait(u64::try_from(t).ok().map(""",
+        """Ok(Step::Wait(u64::try_from(t).ok().filter(|_| false).map(""",
+        ["--test", "permit_semaphore", "expired_permits_return_to_the_pool"],
+        "a permit waiter ignores the earliest lease end (expiry publishes nothing)",
+    ),
+    (
+        "sync-names-unchecked",
+        "src/sync/mod.rs",
+        """    if !client.is_cluster() {""",
+        """    if !client.is_cluster() || true {""",
+        ["--test", "semaphore", "synchronizers_on_a_cluster"],
+        "a synchronizer name whose channel falls in another cluster slot is used (CROSSSLOT)",
+    ),
+    (
+        "latch-negative-count",
+        "src/sync/count_down_latch.rs",
+        """        if count < 0 {""",
+        """        if count < i64::MIN {""",
+        ["--test", "count_down_latch", "bad_input_changes_nothing"],
+        "a negative latch count is stored instead of refused",
+    ),
+    (
+        "pes-unknown-release-ok",
+        "src/sync/permit_semaphore.rs",
+        """            Ok(r) => Ok(r? == 1),""",
+        """            Ok(r) => Ok(r? <= 1),""",
+        ["--test", "permit_semaphore", "unknown_ids_and_bad_leases"],
+        "releasing an unknown permit id reports success",
+    ),
 ]
 
 def command(test):

@@ -15,6 +15,7 @@ use crate::raw::{Backoff, Fair, Fenced, Reentrant, Spin};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
+use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::watchdog;
 
 impl Client {
@@ -210,6 +211,55 @@ impl Client {
         Lock::new(self.clone(), name.into(), Spin::new(backoff))
     }
 
+    /// The semaphore called `name` (Redisson's `getSemaphore`): see [`Semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let permits = client.get_semaphore("workers");
+    /// permits.try_set_permits(4).await?;
+    /// permits.acquire(1).await?;
+    /// permits.release(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.clone(), name.into())
+    }
+
+    /// The count-down latch called `name` (Redisson's `getCountDownLatch`): see
+    /// [`CountDownLatch`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let latch = client.get_count_down_latch("batch-42");
+    /// latch.try_set_count(1).await?;
+    /// latch.count_down().await?;
+    /// assert!(latch.wait_timeout(std::time::Duration::from_secs(1)).await?);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), name.into())
+    }
+
+    /// The permit-expirable semaphore called `name` (Redisson's
+    /// `getPermitExpirableSemaphore`): see [`PermitExpirableSemaphore`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let slots = client.get_permit_expirable_semaphore("gpu");
+    /// slots.try_set_permits(1).await?;
+    /// if let Some(id) = slots.try_acquire(Duration::ZERO, Some(Duration::from_secs(60))).await? {
+    ///     slots.release(&id).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn get_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), name.into())
+    }
+
     /// A clone of the command connection, for your own commands next to the locks. Commands
     /// sent through it are not followed by `WAIT` (replica sync applies to the lock writes).
     ///
@@ -273,7 +323,7 @@ pub struct ClientStats {
     pub tracked_holds: usize,
     /// Holds the watchdog renews.
     pub watched_holds: usize,
-    /// Unlock channels with local waiters.
+    /// Channels (unlock, semaphore, latch) with local waiters.
     pub subscribed_channels: usize,
     /// Subscriber connections opened so far (grows by one per reconnect).
     pub subscriber_connections: u64,

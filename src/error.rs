@@ -24,6 +24,18 @@ pub enum LockError {
         /// The lock name.
         name: String,
     },
+    /// A permit id that the permit-expirable semaphore does not hold: never acquired, already
+    /// released, or expired and returned to the pool (Java's `IllegalArgumentException: Permit
+    /// with id ... has already been released or doesn't exist`). Nothing was changed, except
+    /// that an expired permit not yet reclaimed was returned to the pool, as Redisson does.
+    /// `is_invalid_argument()` is `true`.
+    #[error("permit `{permit}` of semaphore `{name}` has already been released, has expired, or does not exist")]
+    UnknownPermit {
+        /// The semaphore name.
+        name: String,
+        /// The permit id (32 hex characters).
+        permit: String,
+    },
     /// An operation did not finish within its time budget.
     #[error("{what} did not complete within {waited:?}")]
     Timeout {
@@ -111,11 +123,14 @@ impl LockError {
         matches!(self, LockError::WrongType { .. })
     }
 
-    /// `true` for [`LockError::InvalidArgument`] and [`LockError::InvalidUrl`].
+    /// `true` for [`LockError::InvalidArgument`], [`LockError::InvalidUrl`] and
+    /// [`LockError::UnknownPermit`].
     pub fn is_invalid_argument(&self) -> bool {
         matches!(
             self,
-            LockError::InvalidArgument(_) | LockError::InvalidUrl { .. }
+            LockError::InvalidArgument(_)
+                | LockError::InvalidUrl { .. }
+                | LockError::UnknownPermit { .. }
         )
     }
 

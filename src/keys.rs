@@ -19,6 +19,26 @@ pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Prefix of the unlock latch keys that make unlock retries idempotent (Redisson 3.24+).
 pub(crate) const UNLOCK_LATCH_PREFIX: &str = "redisson_unlock_latch";
 
+/// Channel prefix of `RSemaphore` and `RPermitExpirableSemaphore` (`redisson_sc:{name}`).
+pub(crate) const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
+/// Prefix of our semaphore request receipts (acquire/release made repeatable exactly once; Java
+/// never reads them): `redisson_semaphore_latch:{name}:<request id>`.
+pub(crate) const SEMAPHORE_RECEIPT_PREFIX: &str = "redisson_semaphore_latch";
+
+/// `RCountDownLatch`'s channel: always `redisson_countdownlatch__channel__{<name>}`, braces
+/// added even when the name has some (Redisson does not use `prefix_name` here).
+pub(crate) fn count_down_latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// A semaphore request's receipt: `redisson_semaphore_latch:{name}:<request id>`.
+pub(crate) fn semaphore_receipt(name: &str, request_id: &str) -> String {
+    let mut s = prefix_name(SEMAPHORE_RECEIPT_PREFIX, name);
+    s.push(':');
+    s.push_str(request_id);
+    s
+}
+
 /// `prefix:{name}`, or `prefix:name` when `name` already contains `{`.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     if name.contains('{') {

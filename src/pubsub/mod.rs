@@ -38,6 +38,20 @@ use subconn::{Event, SubConn};
 /// Redisson's `READ_UNLOCK_MESSAGE`: wakes every waiter (`0` and anything else wakes one).
 pub(crate) const WAKE_ALL: &[u8] = b"1";
 
+/// How a message on a channel wakes that channel's local waiters. Fixed per channel when it is
+/// first subscribed (a channel name belongs to one kind of object: its prefix says which).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Lock channels: `1` wakes every waiter, anything else one (`LockPubSub`).
+    Lock,
+    /// Semaphore channels: the message is a permit count `n`; it wakes up to `n` waiters
+    /// (`SemaphorePubSub`), none when `n <= 0` or the payload is not a number.
+    Permits,
+    /// Count-down latch channels: every message wakes every waiter (they re-read the count;
+    /// Redisson's zero message `0` opens the latch for all, `1` only closes it).
+    All,
+}
+
 pub(crate) struct PubSub {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
@@ -54,6 +68,7 @@ struct Shared {
 pub(crate) struct Channel {
     name: String,
     notify: Notify,
+    wake: Wake,
     confirmed: watch::Sender<bool>,
     shared: Weak<Shared>,
 }
@@ -98,7 +113,17 @@ impl PubSub {
     /// Subscribes to `name` (or joins the existing subscription) and waits until the server has
     /// confirmed it.
     pub(crate) async fn subscribe(&self, name: &str, timeout: Duration) -> Result<Arc<Channel>> {
-        let channel = self.entry(name);
+        self.subscribe_with(name, timeout, Wake::Lock).await
+    }
+
+    /// [`PubSub::subscribe`] with the channel's wake policy (used when the channel is new).
+    pub(crate) async fn subscribe_with(
+        &self,
+        name: &str,
+        timeout: Duration,
+        wake: Wake,
+    ) -> Result<Arc<Channel>> {
+        let channel = self.entry(name, wake);
         let mut confirmed = channel.confirmed.subscribe();
         let ok = matches!(
             tokio::time::timeout(timeout, confirmed.wait_for(|c| *c)).await,
@@ -127,12 +152,13 @@ impl PubSub {
             .count()
     }
 
-    fn entry(&self, name: &str) -> Arc<Channel> {
+    fn entry(&self, name: &str, wake: Wake) -> Arc<Channel> {
         use dashmap::mapref::entry::Entry;
         let fresh = || {
             Arc::new(Channel {
                 name: name.to_owned(),
                 notify: Notify::new(),
+                wake,
                 confirmed: watch::channel(false).0,
                 shared: Arc::downgrade(&self.shared),
             })
@@ -292,11 +318,7 @@ fn deliver(sh: &Shared, active: &mut HashSet<String>, event: Event) -> bool {
     match event {
         Event::Message(channel, payload) => {
             if let Some(c) = live(sh, &channel) {
-                match payload.as_slice() {
-                    WAKE_ALL => c.notify.notify_waiters(),
-                    // `0`, or other values (e.g. semaphore permit counts): one.
-                    _ => c.notify.notify_one(),
-                }
+                wake(&c, &payload);
             }
         }
         Event::Dropped(channel) => {
@@ -313,6 +335,28 @@ fn deliver(sh: &Shared, active: &mut HashSet<String>, event: Event) -> bool {
         Event::Closed => return false,
     }
     true
+}
+
+/// Wakes `c`'s waiters for one message, by the channel's policy.
+fn wake(c: &Arc<Channel>, payload: &[u8]) {
+    match (c.wake, payload) {
+        (Wake::Lock, WAKE_ALL) | (Wake::All, _) => c.notify.notify_waiters(),
+        // `0`, or any other value: one.
+        (Wake::Lock, _) => c.notify.notify_one(),
+        (Wake::Permits, _) => {
+            let permits = std::str::from_utf8(payload)
+                .ok()
+                .and_then(|p| p.trim().parse::<i64>().ok())
+                .unwrap_or(0);
+            // Every local waiter holds an `Arc` of the channel, so the strong count bounds them
+            // (the dispatcher's own clone included): never more wake-ups than waiters, and a
+            // surplus wake-up only costs one extra try (`notify_one` stores one permit at most).
+            let waiters = Arc::strong_count(c).saturating_sub(1) as i64;
+            for _ in 0..permits.min(waiters).max(0) {
+                c.notify.notify_one();
+            }
+        }
+    }
 }
 
 fn wake_all(shared: &Shared) {

@@ -132,13 +132,13 @@ async fn lock_waiters_never_miss_a_release() {
 /// and passes everything else at once, in particular the subscriber connection's messages. A
 /// release sent right after Redis ran an attempt then reaches the waiter *before* the attempt's
 /// reply: exactly the window between the attempt and the wait.
-struct ReplyDelay {
+pub(crate) struct ReplyDelay {
     port: u16,
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl ReplyDelay {
-    async fn start(upstream: u16, pattern: Vec<u8>, delay: Duration) -> ReplyDelay {
+    pub(crate) async fn start(upstream: u16, pattern: Vec<u8>, delay: Duration) -> ReplyDelay {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let tasks = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -212,7 +212,7 @@ impl Drop for ReplyDelay {
 
 /// Loads `source` into the server's script cache (so the client's EVALSHA needs no NOSCRIPT
 /// round) and returns its SHA as it appears on the wire.
-async fn preload(server: &TestServer, source: &str) -> Vec<u8> {
+pub(crate) async fn preload(server: &TestServer, source: &str) -> Vec<u8> {
     let mut c = server.conn().await;
     let sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -252,10 +252,10 @@ async fn wait_evalsha(server: &TestServer, n: u64) {
 }
 
 /// How long the waiter's attempt replies are held back: the window a late `enable()` opens.
-const WINDOW: Duration = Duration::from_millis(2000);
+pub(crate) const WINDOW: Duration = Duration::from_millis(2000);
 
 /// A waiter client whose acquire replies are delayed by [`WINDOW`].
-async fn delayed_waiter(proxy: &ReplyDelay) -> Client {
+pub(crate) async fn delayed_waiter(proxy: &ReplyDelay) -> Client {
     Client::with_config(
         Config::new(proxy.url())
             .with_response_timeout(Duration::from_secs(20))

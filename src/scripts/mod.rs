@@ -11,7 +11,7 @@ use redis::{Script, ScriptInvocation};
 macro_rules! scripts {
     ($($name:ident => $file:literal,)*) => {
         $(pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));)*
+            LazyLock::new(|| Script::new(include_str!(concat!("../../lua/", $file))));)*
         /// Every script with its file name (for the SHA pins).
         #[cfg(test)]
         pub(crate) fn all() -> Vec<(&'static str, &'static Script)> {
@@ -39,6 +39,19 @@ scripts! {
     WRITE_UNLOCK => "write_unlock.lua",
     RW_FORCE_UNLOCK => "rw_force_unlock.lua",
     RW_IS_LOCKED => "rw_is_locked.lua",
+    SEMAPHORE_ACQUIRE => "semaphore_acquire.lua",
+    SEMAPHORE_UNDO => "semaphore_undo.lua",
+    SEMAPHORE_RELEASE => "semaphore_release.lua",
+    SEMAPHORE_TRY_SET => "semaphore_try_set.lua",
+    SEMAPHORE_ADD => "semaphore_add.lua",
+    SEMAPHORE_DRAIN => "semaphore_drain.lua",
+    LATCH_TRY_SET => "latch_try_set.lua",
+    LATCH_COUNT_DOWN => "latch_count_down.lua",
+    LATCH_DELETE => "latch_delete.lua",
+    PES_ACQUIRE => "pes_acquire.lua",
+    PES_RELEASE => "pes_release.lua",
+    PES_AVAILABLE => "pes_available.lua",
+    PES_UPDATE_LEASE => "pes_update_lease.lua",
 }
 
 /// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
@@ -345,59 +358,23 @@ pub(crate) fn rw_is_locked<'a>(key: &str, mode: &str) -> ScriptInvocation<'a> {
     inv
 }
 
+mod sync;
+pub(crate) use sync::*;
+
 #[cfg(test)]
 mod tests {
-    /// Pins every script's SHA1: editing a Redisson-compatible script must be deliberate, and
-    /// must come with a reviewed update of this table (`sha1sum lua/*.lua`).
+    /// Pins every script's SHA1 (`lua/SHA1SUMS`, checkable with `cd lua && sha1sum -c
+    /// SHA1SUMS`): editing a Redisson-compatible script must be deliberate, and must come with a
+    /// reviewed update of that file.
     #[test]
     fn script_hashes_are_pinned() {
-        let pinned = [
-            ("lock.lua", "0b13298217aa66a6663ca8530ea763c3d434ae50"),
-            ("unlock.lua", "248f8a556e42da670c69fcc8394aff2475b98a9d"),
-            ("renew.lua", "80e26ac9a2f45730c658795c90023a70d74d2bc2"),
-            ("expire.lua", "6bc1abcab0c540f2360887099bc2ea72c836174c"),
-            (
-                "force_unlock.lua",
-                "7b1b6c873f95a9764550700f7b83511c7db84e0c",
-            ),
-            ("trim.lua", "a4f0cb67604562e9f117cc8889610d9c0c6d0653"),
-            (
-                "fenced_lock.lua",
-                "9025b303a578f9c7b7c98cf3a1e20ac62f7187fb",
-            ),
-            ("fair_lock.lua", "16090d33dbb39384259d44e739846299b3c2fc4c"),
-            (
-                "fair_unlock.lua",
-                "1b4350c13814d60e6a6c4500592e5a5b1b11881d",
-            ),
-            (
-                "fair_cancel.lua",
-                "2950f02368ee38c790fe19590a88bf977d579f34",
-            ),
-            (
-                "fair_force_unlock.lua",
-                "a87c8e3b70588708d4e9805a66b17df62dced59f",
-            ),
-            ("read_lock.lua", "4a22ed1987246e76dc044257ffc9cb28ebdb0a84"),
-            (
-                "read_unlock.lua",
-                "ac3fe3d49c04b269f7375595f95b4a0ddb8c7443",
-            ),
-            ("read_renew.lua", "95bbf059bf4239071d521a921be7f5512784acb2"),
-            ("write_lock.lua", "0bf3dbdf9a0780bdc50e0bd1ef842a73b1ec9bc1"),
-            (
-                "write_unlock.lua",
-                "eb2edcde2531a7569ebadea4c01a8a99db255e5b",
-            ),
-            (
-                "rw_force_unlock.lua",
-                "94e0f91b09faa4f2da742707396a974f7ade6449",
-            ),
-            (
-                "rw_is_locked.lua",
-                "56f8b893ed2242edfb42babb6d059423b0b89bea",
-            ),
-        ];
+        let pinned: Vec<(&str, &str)> = include_str!("../../lua/SHA1SUMS")
+            .lines()
+            .map(|line| {
+                let (sha, file) = line.split_once("  ").expect("sha1sum format");
+                (file, sha)
+            })
+            .collect();
         let all = super::all();
         assert_eq!(all.len(), pinned.len(), "every script is pinned");
         for ((file, script), (pfile, sha)) in all.into_iter().zip(pinned) {

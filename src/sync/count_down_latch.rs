@@ -1,0 +1,196 @@
+//! [`CountDownLatch`]: Redisson's `RCountDownLatch`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{deadline, refusal, run_once, wait_for, Step};
+use crate::error::{from_script, LockError, Result};
+use crate::keys::count_down_latch_channel;
+use crate::pubsub::Wake;
+use crate::scripts;
+use crate::shared::Client;
+
+/// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`
+/// ([`Client::get_count_down_latch`]).
+///
+/// [`try_set_count`](CountDownLatch::try_set_count) arms it, every
+/// [`count_down`](CountDownLatch::count_down) takes one off, and [`wait`](CountDownLatch::wait)
+/// returns once the count is zero. Unlike `java.util.concurrent.CountDownLatch` it can be armed
+/// again once open (the key is deleted at zero).
+///
+/// # Redisson compatibility
+///
+/// * Key `<name>`: a STRING holding the count (decimal); deleted when it reaches zero. A latch
+///   that does not exist counts as zero (open).
+/// * Channel `redisson_countdownlatch__channel__{<name>}`: always with braces, even when the name
+///   has some (Redisson does not use its `prefixName` rule here).
+/// * Messages: `0` when a count-down reaches zero (wakes every waiter, Java's and ours), `1` when
+///   a count is set or the latch deleted (waiters re-read the count).
+///
+/// # Cancel safety
+///
+/// [`wait`](CountDownLatch::wait) and [`wait_timeout`](CountDownLatch::wait_timeout) only read:
+/// dropping them leaves nothing behind (the subscription ends with the last local waiter). A
+/// dropped [`count_down`](CountDownLatch::count_down) still completes in the background once
+/// started. Like Redisson, a count-down is never retried: after a connection error its outcome
+/// is unknown (read [`get_count`](CountDownLatch::get_count)).
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let ready = client.get_count_down_latch("workers-ready");
+/// ready.try_set_count(3).await?;
+/// // ... each of three workers calls `count_down()` when ready ...
+/// # for _ in 0..3 { ready.count_down().await?; }
+/// ready.wait().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct CountDownLatch {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    name: String,
+    channel: String,
+    refused: Option<&'static str>,
+}
+
+impl CountDownLatch {
+    pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
+        let channel = count_down_latch_channel(&name);
+        let refused = refusal(&client, &name, &[&channel]);
+        CountDownLatch {
+            inner: Arc::new(Inner {
+                client,
+                name,
+                channel,
+                refused,
+            }),
+        }
+    }
+
+    /// The latch's name (its key).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.inner.refused {
+            Some(why) => Err(LockError::InvalidArgument(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets the count if the latch does not exist (Redisson's `trySetCount`) and publishes `1`.
+    /// `Ok(false)`: it exists (is armed), nothing changed. A count of zero stores `0`: an open
+    /// latch that still exists.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a negative count (nothing is sent); connection
+    /// errors.
+    pub async fn try_set_count(&self, count: i64) -> Result<bool> {
+        self.check()?;
+        if count < 0 {
+            return Err(LockError::InvalidArgument(
+                "a count-down latch's count must not be negative",
+            ));
+        }
+        let c = &self.inner;
+        let inv = scripts::latch_try_set(&c.name, &c.channel, count, c.client.publish_command());
+        // Safe to repeat: it sets only a missing key.
+        Ok(super::run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+    }
+
+    /// Counts down by one (Redisson's `countDown`); at zero the key is deleted and `0` is
+    /// published, which wakes every waiter. Counting down a missing latch changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors (not retried, see "Cancel safety").
+    pub async fn count_down(&self) -> Result<()> {
+        self.check()?;
+        let inner = self.inner.clone();
+        let task = tokio::spawn(async move {
+            let c = &inner;
+            let inv = scripts::latch_count_down(&c.name, &c.channel, c.client.publish_command());
+            run_once::<i64>(&c.client, &c.name, &inv).await
+        });
+        match task.await {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(LockError::Redis(redis::RedisError::from(
+                std::io::Error::other("the count-down task ended without a reply"),
+            ))),
+        }
+    }
+
+    /// The current count (Redisson's `getCount`): 0 when the latch does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors.
+    pub async fn get_count(&self) -> Result<i64> {
+        self.check()?;
+        let mut conn = self.inner.client.conn();
+        let v: Option<i64> = redis::cmd("GET")
+            .arg(&self.inner.name)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| from_script(&self.inner.name, e))?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// Waits until the count is zero (Redisson's `await`), for as long as it takes. Returns at
+    /// once when it is zero or the latch does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors once the retries are spent; a subscription
+    /// timeout.
+    pub async fn wait(&self) -> Result<()> {
+        self.wait_until(None).await.map(|_| ())
+    }
+
+    /// Waits at most `wait` for the count to reach zero. `Ok(false)`: still counting.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`](CountDownLatch::wait).
+    pub async fn wait_timeout(&self, wait: Duration) -> Result<bool> {
+        self.wait_until(Some(wait)).await
+    }
+
+    async fn wait_until(&self, wait: Option<Duration>) -> Result<bool> {
+        self.check()?;
+        let deadline = wait.and_then(deadline);
+        let c = &self.inner;
+        let open = wait_for(&c.client, &c.channel, Wake::All, deadline, || async {
+            Ok(match self.get_count().await? {
+                0 => Step::Done(()),
+                _ => Step::Wait(None),
+            })
+        })
+        .await?;
+        Ok(open.is_some())
+    }
+
+    /// Deletes the latch (Redisson's `delete`): `1` is published when it existed. A deleted latch
+    /// counts as zero, so our waiters, woken by that message, return (Java's waiters only
+    /// return on a `0` message).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    pub async fn delete(&self) -> Result<bool> {
+        self.check()?;
+        let c = &self.inner;
+        let inv = scripts::latch_delete(&c.name, &c.channel, c.client.publish_command());
+        Ok(super::run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+    }
+}

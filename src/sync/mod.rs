@@ -1,0 +1,201 @@
+//! Redisson's synchronizers: [`Semaphore`] (`RSemaphore`), [`CountDownLatch`]
+//! (`RCountDownLatch`) and [`PermitExpirableSemaphore`] (`RPermitExpirableSemaphore`).
+//!
+//! They share one waiting discipline with the locks (`lock/engine.rs`): try once without a
+//! subscription; if that fails, subscribe to the object's channel, then loop: register for a
+//! wake-up *before* trying, try, sleep until a message, a bounded re-check or the deadline. A
+//! message published between the try and the sleep is therefore never lost. The per-channel
+//! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
+
+mod count_down_latch;
+mod permit_semaphore;
+mod semaphore;
+
+pub use count_down_latch::CountDownLatch;
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
+pub use semaphore::Semaphore;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::conn::Conn;
+use crate::error::{from_script, is_connection_error, LockError, Result};
+use crate::keys::slot_of;
+use crate::pubsub::Wake;
+use crate::retry::Retry;
+use crate::shared::Client;
+
+/// The longest a waiter sleeps without a message before it tries again: a bound, not a poll,
+/// for the case where a message was published where this client could not hear it (e.g. by a
+/// client using the other publish command). Reconnects of the subscriber wake every waiter.
+const RECHECK: Duration = Duration::from_secs(30);
+
+/// What one try of a waiting operation found.
+pub(crate) enum Step<T> {
+    /// Done: the value to return.
+    Done(T),
+    /// Not yet; try again after a message, or at the latest after this long (`None`: only the
+    /// re-check bound).
+    Wait(Option<Duration>),
+}
+
+/// Runs `attempt` until it is done or `deadline` passes, sleeping on `channel` in between (see
+/// the module docs). `Ok(None)`: the deadline passed first.
+pub(crate) async fn wait_for<T, F, Fut>(
+    client: &Client,
+    channel: &str,
+    wake: Wake,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>>>,
+{
+    let config = client.config();
+    // Fast path: one try, no subscription (transient failures tried again, as the locks do).
+    let mut retry = Retry::attempts(config);
+    loop {
+        match attempt().await {
+            Ok(Step::Done(v)) => return Ok(Some(v)),
+            Ok(Step::Wait(_)) => break,
+            Err(e) if retry.again(&e).await => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(left) = remaining(deadline) else {
+        return Ok(None);
+    };
+    let sub_timeout = config.subscription_timeout().min(left);
+    let channel = match client
+        .pubsub()
+        .subscribe_with(channel, sub_timeout, wake)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut retry = Retry::attempts(config);
+    loop {
+        // Register for wake-ups *before* trying, so a message in between is not missed.
+        let notified = channel.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let pause = match attempt().await {
+            Ok(Step::Done(v)) => return Ok(Some(v)),
+            Ok(Step::Wait(hint)) => {
+                retry.reset();
+                hint.map_or(RECHECK, |h| h.min(RECHECK))
+            }
+            Err(e) => match retry.pause_after(&e) {
+                Some(p) => p,
+                None => return Err(e),
+            },
+        };
+        let Some(left) = remaining(deadline) else {
+            return Ok(None);
+        };
+        let _ = tokio::time::timeout(pause.min(left), notified).await;
+    }
+}
+
+/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
+pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(Duration::MAX),
+        Some(d) => d
+            .checked_duration_since(Instant::now())
+            .filter(|l| !l.is_zero()),
+    }
+}
+
+/// A wait budget as a deadline (`None`: a wait too long to represent is no deadline at all).
+pub(crate) fn deadline(wait: Duration) -> Option<Instant> {
+    Instant::now().checked_add(wait)
+}
+
+/// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that
+/// Redisson's naming rule puts in another hash slot than the name itself.
+pub(crate) fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("the name must not be empty");
+    }
+    if !client.is_cluster() {
+        return None;
+    }
+    let slot = slot_of(name.as_bytes());
+    related
+        .iter()
+        .any(|k| slot_of(k.as_bytes()) != slot)
+        .then_some(
+            "on a Redis Cluster the name must keep its related keys in its hash slot: use a name \
+             without `{` `}` or with one non-empty hash tag, e.g. `{jobs}:pool` (Redisson's \
+             naming rule puts the channel of other names in another slot)",
+        )
+}
+
+/// A permit amount as Java's `int` sees it: at most `i32::MAX`.
+pub(crate) fn check_permits(permits: u32) -> Result<()> {
+    if permits > i32::MAX as u32 {
+        Err(LockError::InvalidArgument(
+            "permits must be at most i32::MAX (Java's int)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The error of a synchronizer write: [`LockError::ReplicaSync`] when it ran but no replica
+/// confirmed it, WRONGTYPE as [`LockError::WrongType`], else the Redis error.
+pub(crate) fn write_error(name: &str, conn: &mut Conn, e: redis::RedisError) -> LockError {
+    if is_connection_error(&e) {
+        if let Some(s) = conn.take_shortfall() {
+            return LockError::ReplicaSync {
+                key: name.to_owned(),
+                replicas: s.replicas,
+                timeout: s.timeout,
+            };
+        }
+        return e.into();
+    }
+    from_script(name, e)
+}
+
+/// Runs a script that is safe to repeat (it has a receipt, or only reads), retrying transient
+/// failures up to `retry_attempts` times.
+pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
+    client: &Client,
+    name: &str,
+    inv: &redis::ScriptInvocation<'_>,
+) -> Result<T> {
+    let mut retry = Retry::attempts(client.config());
+    loop {
+        let mut conn = client.conn_synced();
+        match inv.invoke_async::<T>(&mut conn).await {
+            Ok(v) => return Ok(v),
+            Err(e) if retry.again(&e).await => {}
+            Err(e) => return Err(write_error(name, &mut conn, e)),
+        }
+    }
+}
+
+/// Runs a script once (it is not safe to repeat blindly).
+pub(crate) async fn run_once<T: redis::FromRedisValue>(
+    client: &Client,
+    name: &str,
+    inv: &redis::ScriptInvocation<'_>,
+) -> Result<T> {
+    let mut conn = client.conn_synced();
+    inv.invoke_async::<T>(&mut conn)
+        .await
+        .map_err(|e| write_error(name, &mut conn, e))
+}
+
+/// Milliseconds since the Unix epoch (Redisson's permit leases use client clocks).
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,449 @@
+//! [`PermitExpirableSemaphore`]: Redisson's `RPermitExpirableSemaphore`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::{deadline, epoch_ms, refusal, run_repeatable, wait_for, Step};
+use crate::config::millis;
+use crate::error::{LockError, Result};
+use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
+use crate::pubsub::Wake;
+use crate::retry::{Retry, Transient};
+use crate::scripts::{self, PesKeys, SemKeys, NON_EXPIRABLE};
+use crate::shared::Client;
+use crate::time::MAX_DURATION;
+
+/// How long a dropped or unanswered acquire keeps trying to give its permit back.
+const GIVE_BACK_FOR: Duration = Duration::from_secs(60);
+
+/// The id of one permit of a [`PermitExpirableSemaphore`]: 32 lowercase hex characters, as
+/// Redisson's ids (stored in Redis as their 16 raw bytes). Ids made by Java clients can be
+/// parsed with [`PermitId::parse`] and released here, and vice versa.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PermitId {
+    hex: String,
+    bytes: [u8; 16],
+}
+
+impl PermitId {
+    fn random() -> PermitId {
+        let u = uuid::Uuid::new_v4();
+        PermitId {
+            hex: u.simple().to_string(),
+            bytes: *u.as_bytes(),
+        }
+    }
+
+    /// Parses 32 hex characters (either case; kept as lowercase).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for anything else.
+    pub fn parse(s: &str) -> Result<PermitId> {
+        let bad = || LockError::InvalidArgument("a permit id is 32 hex characters");
+        if s.len() != 32 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(s.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                .map_err(|_| bad())?;
+        }
+        Ok(PermitId {
+            hex: s.to_ascii_lowercase(),
+            bytes,
+        })
+    }
+
+    /// The id as 32 lowercase hex characters (what Java's API hands out).
+    pub fn as_str(&self) -> &str {
+        &self.hex
+    }
+}
+
+impl std::fmt::Display for PermitId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.hex)
+    }
+}
+
+/// A distributed semaphore whose permits have ids and optional leases, wire-compatible with
+/// Redisson's `RPermitExpirableSemaphore` ([`Client::get_permit_expirable_semaphore`]).
+///
+/// A permit whose lease runs out goes back to the pool (by the next operation on the semaphore,
+/// as in Redisson: expiry itself publishes nothing, so waiters also wake up when the earliest
+/// lease ends).
+///
+/// # Redisson compatibility
+///
+/// * Key `<name>`: a STRING holding the available permits.
+/// * Key `{<name>}:timeout` (`suffix_name`): a ZSET of the acquired permits, member = the id's
+///   16 raw bytes, score = lease end in epoch milliseconds (client clock, as Redisson), or
+///   `922337203685477` for a permit without lease. It takes the count key's TTL when it has one.
+/// * Channel `redisson_sc:{<name>}` (shared with [`Semaphore`](crate::Semaphore)): the new
+///   available count is published on release and when expired permits are reclaimed.
+///
+/// # Cancel safety
+///
+/// [`acquire`](PermitExpirableSemaphore::acquire) and
+/// [`try_acquire`](PermitExpirableSemaphore::try_acquire) are cancel safe: the permit id is made
+/// before the script is sent and the script takes nothing more for an id already held, so a
+/// permit taken for a caller that is gone, or whose reply was lost, is released by its id in the
+/// background. Releasing an id that was never taken changes nothing.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// use std::time::Duration;
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let slots = client.get_permit_expirable_semaphore("render-slots");
+/// slots.try_set_permits(2).await?;
+/// // A permit that returns to the pool by itself if this process dies.
+/// let id = slots.acquire(Some(Duration::from_secs(30))).await?;
+/// // ... work; extend the lease while it lasts ...
+/// slots.update_lease_time(&id, Some(Duration::from_secs(30))).await?;
+/// slots.release(&id).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct PermitExpirableSemaphore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Client,
+    name: String,
+    timeouts: String,
+    channel: String,
+    refused: Option<&'static str>,
+}
+
+impl Inner {
+    fn keys(&self) -> PesKeys<'_> {
+        PesKeys {
+            name: &self.name,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+            publish: self.client.publish_command(),
+        }
+    }
+
+    /// Releases `id`: `Ok(0)` not held, `Ok(1)` released, `Ok(2)` released after its lease.
+    /// Retried after transient failures; a retry that finds the id gone counts as released by
+    /// the first try (an id is held by one caller only).
+    async fn release(&self, id: &PermitId) -> Result<i64> {
+        let mut retry = Retry::attempts(self.client.config());
+        let mut repeated = false;
+        loop {
+            let inv = scripts::pes_release(&self.keys(), &id.bytes, epoch_ms());
+            let mut conn = self.client.conn_synced();
+            match inv.invoke_async::<i64>(&mut conn).await {
+                Ok(0) if repeated => return Ok(1),
+                Ok(n) => return Ok(n),
+                Err(e) if retry.again(&e).await => repeated = true,
+                Err(e) => return Err(super::write_error(&self.name, &mut conn, e)),
+            }
+        }
+    }
+
+    /// Gives back a permit nobody will use, retrying for a while.
+    async fn give_back(&self, id: &PermitId) {
+        let until = Instant::now() + GIVE_BACK_FOR;
+        let mut retry = Retry::until(self.client.config(), until);
+        loop {
+            match self.release(id).await {
+                Ok(_) => return,
+                Err(e) if retry.again(&e).await => {}
+                Err(e) => {
+                    tracing::warn!(semaphore = %self.name, permit = %id, error = %e, "could not give back an unclaimed permit");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A permit taken for one request: released when dropped, unless claimed.
+struct Taken {
+    inner: Option<Arc<Inner>>,
+    id: PermitId,
+}
+
+impl Taken {
+    fn claim(mut self) -> PermitId {
+        self.inner = None;
+        self.id.clone()
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.take() else {
+            return;
+        };
+        let id = self.id.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { inner.give_back(&id).await });
+        }
+    }
+}
+
+/// The lease's end as Redisson stores it: epoch ms, or the "never" score.
+fn expiry_of(lease: Option<Duration>) -> Result<u64> {
+    match lease {
+        None => Ok(NON_EXPIRABLE),
+        Some(l) if l.is_zero() => Err(LockError::InvalidArgument(
+            "a permit lease must be non-zero (None: the permit never expires)",
+        )),
+        Some(l) if l > MAX_DURATION => Err(LockError::InvalidArgument(
+            "a permit lease must be at most 100 years",
+        )),
+        Some(l) => Ok(epoch_ms().saturating_add(millis(l))),
+    }
+}
+
+impl PermitExpirableSemaphore {
+    pub(crate) fn new(client: Client, name: String) -> PermitExpirableSemaphore {
+        let channel = prefix_name(SEMAPHORE_CHANNEL_PREFIX, &name);
+        let timeouts = suffix_name(&name, "timeout");
+        let refused = refusal(&client, &name, &[&channel, &timeouts]);
+        PermitExpirableSemaphore {
+            inner: Arc::new(Inner {
+                client,
+                name,
+                timeouts,
+                channel,
+                refused,
+            }),
+        }
+    }
+
+    /// The semaphore's name (its count key).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.inner.refused {
+            Some(why) => Err(LockError::InvalidArgument(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets the number of permits if the semaphore does not exist (Redisson's `trySetPermits`)
+    /// and publishes it. `Ok(false)`: it exists, nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors.
+    pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
+        self.check()?;
+        let c = &self.inner;
+        let k = SemKeys {
+            name: &c.name,
+            channel: &c.channel,
+            publish: c.client.publish_command(),
+        };
+        // Redisson's script is the semaphore's, word for word.
+        let inv = scripts::semaphore_try_set(&k, permits);
+        Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+    }
+
+    /// Takes one permit, waiting for as long as it takes. `lease`: how long the permit lives
+    /// unless released or extended; `None` never expires.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a zero lease or one over 100 years, or a refused name;
+    /// [`LockError::WrongType`]; connection errors once the retries are spent.
+    pub async fn acquire(&self, lease: Option<Duration>) -> Result<PermitId> {
+        match self.acquire_within(None, lease).await? {
+            Some(id) => Ok(id),
+            None => Err(LockError::Timeout {
+                what: "acquiring a permit",
+                waited: Duration::MAX,
+            }),
+        }
+    }
+
+    /// Takes one permit if one becomes available within `wait` (`Duration::ZERO`: one try).
+    /// `Ok(None)`: not within `wait`, nothing taken.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
+    pub async fn try_acquire(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitId>> {
+        self.acquire_within(Some(wait), lease).await
+    }
+
+    async fn acquire_within(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitId>> {
+        self.check()?;
+        expiry_of(lease)?;
+        let deadline = wait.and_then(deadline);
+        let c = &self.inner;
+        wait_for(&c.client, &c.channel, Wake::Permits, deadline, || async {
+            self.attempt(lease).await
+        })
+        .await
+    }
+
+    /// One acquire request, in a task of its own (see "Cancel safety").
+    async fn attempt(&self, lease: Option<Duration>) -> Result<Step<PermitId>> {
+        let inner = self.inner.clone();
+        let expiry = expiry_of(lease)?;
+        let (tx, rx) = oneshot::channel::<Result<Step<Taken>>>();
+        tokio::spawn(async move {
+            let id = PermitId::random();
+            let now = epoch_ms();
+            let inv = scripts::pes_acquire(&inner.keys(), &id.bytes, expiry, now);
+            // Safe to repeat: the script takes nothing more for an id already held.
+            let reply = run_repeatable::<(i64, i64)>(&inner.client, &inner.name, &inv).await;
+            let taken = |inner: &Arc<Inner>, id| Taken {
+                inner: Some(inner.clone()),
+                id,
+            };
+            let outcome = match reply {
+                Ok((1, _)) => Ok(Step::Done(taken(&inner, id))),
+                Ok((0, t)) => {
+                    Ok(Step::Wait(u64::try_from(t).ok().map(|t| {
+                        Duration::from_millis(t.saturating_sub(now).max(1))
+                    })))
+                }
+                Ok(other) => Err(LockError::UnexpectedReply {
+                    key: inner.name.clone(),
+                    reply: format!("{other:?}"),
+                }),
+                Err(e) => {
+                    if e.is_transient() {
+                        // Unknown outcome: release the id if it was taken.
+                        drop(taken(&inner, id));
+                    }
+                    Err(e)
+                }
+            };
+            // A caller that is gone drops the `Taken`, which releases the permit.
+            let _ = tx.send(outcome);
+        });
+        match rx.await {
+            Ok(Ok(Step::Done(t))) => Ok(Step::Done(t.claim())),
+            Ok(Ok(Step::Wait(hint))) => Ok(Step::Wait(hint)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(LockError::Redis(redis::RedisError::from(
+                std::io::Error::other("the acquire task ended without a reply"),
+            ))),
+        }
+    }
+
+    /// Releases the permit `id` (Redisson's `release(id)`); the new count is published.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::UnknownPermit`] when the semaphore does not hold `id` (nothing changed; an
+    /// expired permit not yet reclaimed is returned to the pool, as Redisson does);
+    /// connection errors.
+    pub async fn release(&self, id: &PermitId) -> Result<()> {
+        match self.try_release(id).await? {
+            true => Ok(()),
+            false => Err(LockError::UnknownPermit {
+                name: self.inner.name.clone(),
+                permit: id.to_string(),
+            }),
+        }
+    }
+
+    /// Releases the permit `id` if it is held and its lease has not run out (Redisson's
+    /// `tryRelease`). `Ok(false)`: unknown id (nothing changed), or a permit whose lease had
+    /// ended (returned to the pool now).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors.
+    pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
+        self.check()?;
+        let inner = self.inner.clone();
+        let id = id.clone();
+        // In a task of its own: a dropped release still completes.
+        let task = tokio::spawn(async move { inner.release(&id).await });
+        match task.await {
+            Ok(r) => Ok(r? == 1),
+            Err(_) => Err(LockError::Redis(redis::RedisError::from(
+                std::io::Error::other("the release task ended without a reply"),
+            ))),
+        }
+    }
+
+    /// The permits available now, after expired ones went back to the pool (Redisson's
+    /// `availablePermits`); 0 when the semaphore does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors.
+    pub async fn available_permits(&self) -> Result<i64> {
+        self.check()?;
+        let c = &self.inner;
+        let inv = scripts::pes_available(&c.keys(), epoch_ms());
+        run_repeatable::<i64>(&c.client, &c.name, &inv).await
+    }
+
+    /// Sets the lease of the held permit `id` to `lease` from now (`None`: never expires).
+    /// `Ok(false)`: the permit is not held (released, or expired: it is not revived).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a zero lease or one over 100 years (nothing sent);
+    /// connection errors.
+    pub async fn update_lease_time(&self, id: &PermitId, lease: Option<Duration>) -> Result<bool> {
+        self.check()?;
+        let expiry = expiry_of(lease)?;
+        let c = &self.inner;
+        let inv = scripts::pes_update_lease(&c.keys(), &id.bytes, expiry, epoch_ms());
+        Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+    }
+
+    /// Deletes the semaphore: its count and its acquired permits (Redisson's `delete`).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    pub async fn delete(&self) -> Result<bool> {
+        self.check()?;
+        let c = &self.inner;
+        let mut conn = c.client.conn_synced();
+        let n: i64 = redis::cmd("DEL")
+            .arg(&c.name)
+            .arg(&c.timeouts)
+            .query_async(&mut conn)
+            .await?;
+        Ok(n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permit_ids_round_trip_as_hex() {
+        let id = PermitId::random();
+        assert_eq!(id.as_str().len(), 32);
+        let back = PermitId::parse(&id.as_str().to_ascii_uppercase()).unwrap();
+        assert_eq!(back, id);
+        assert!(PermitId::parse("xyz").is_err());
+        assert!(PermitId::parse(&"g".repeat(32)).is_err());
+        let id = PermitId::parse("000102030405060708090a0b0c0d0e0f").unwrap();
+        assert_eq!(id.bytes[15], 15);
+    }
+}

@@ -1,0 +1,319 @@
+//! `CountDownLatch` (Redisson's `RCountDownLatch`): the API, the zero message waking every
+//! waiter (ours and from Java's script), the layout a Java client sees, bad input,
+//! cancellation and faults.
+
+use std::time::Duration;
+
+use crate::support::redisson::{self, calls, eval, latch_channel, reset_stats};
+use crate::support::*;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::LockError;
+
+/// Generous bound for anything event-driven; shorter than the 30 s re-check, so a waiter that
+/// the message does not wake fails the test.
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    raw.get(key).await.unwrap()
+}
+
+async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
+    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_down_to_an_open_latch() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "latch:api";
+    let latch = client.get_count_down_latch(name);
+
+    // A latch that does not exist is open.
+    assert_eq!(latch.get_count().await.unwrap(), 0);
+    latch.wait().await.unwrap();
+    assert!(latch.wait_timeout(Duration::ZERO).await.unwrap());
+
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert!(!latch.try_set_count(5).await.unwrap(), "armed once");
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(pttl(&mut raw, name).await, -1);
+    latch.count_down().await.unwrap();
+    assert_eq!(latch.get_count().await.unwrap(), 1);
+    assert!(!latch.wait_timeout(Duration::from_millis(50)).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert!(!exists(&mut raw, name).await, "deleted at zero");
+    assert!(latch.wait_timeout(Duration::from_millis(50)).await.unwrap());
+    // Counting down a missing latch leaves nothing.
+    latch.count_down().await.unwrap();
+    assert!(!exists(&mut raw, name).await);
+
+    // Zero is a valid count: stored, and open.
+    assert!(latch.try_set_count(0).await.unwrap());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    latch.wait().await.unwrap();
+    assert!(latch.delete().await.unwrap());
+    assert!(!latch.delete().await.unwrap());
+    assert!(!exists(&mut raw, name).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_changes_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "latch:bad";
+    let latch = client.get_count_down_latch(name);
+    let mut messages = Listener::start(&server, &latch_channel(name)).await;
+
+    let e = latch.try_set_count(-1).await.unwrap_err();
+    assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
+    assert!(!exists(&mut raw, name).await);
+    let e = client
+        .get_count_down_latch("")
+        .try_set_count(1)
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    // Armed, then refused again: the count stays.
+    assert!(latch.try_set_count(3).await.unwrap());
+    let e = latch.try_set_count(i64::MIN).await.unwrap_err();
+    assert!(e.is_invalid_argument());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    // The only message is the valid arming's `1`.
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    assert!(messages.next(Duration::from_millis(100)).await.is_none());
+    // A key of another type: WRONGTYPE.
+    let _: () = raw.hset("latch:hash", "f", 1).await.unwrap();
+    let e = client
+        .get_count_down_latch("latch:hash")
+        .get_count()
+        .await
+        .unwrap_err();
+    assert!(e.is_wrong_type(), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_zero_message_wakes_every_waiter() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let other = server.client().await;
+    let name = "latch:wake-all";
+    let latch = client.get_count_down_latch(name);
+    assert!(latch.try_set_count(2).await.unwrap());
+    reset_stats(&server).await;
+
+    let mut waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let l = latch.clone();
+            tokio::spawn(async move { l.wait().await })
+        })
+        .collect();
+    let l = other.get_count_down_latch(name);
+    waiters.push(tokio::spawn(async move { l.wait().await }));
+    // Each waiter reads the count, subscribes, registers for wake-ups and reads again: after
+    // eight reads all four are parked.
+    assert!(subscribed(&server, &latch_channel(name), 2).await);
+    assert!(
+        eventually(WAIT, || async { calls(&server, "get").await >= 8 }).await,
+        "the waiters did not park"
+    );
+    latch.count_down().await.unwrap();
+    // Java's count-down (its own script) takes it to zero and publishes `0`.
+    let mut raw = server.conn().await;
+    let channel = latch_channel(name);
+    eval(
+        &mut raw,
+        redisson::LATCH_COUNT_DOWN,
+        &[name, &channel],
+        &["0", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(WAIT, w)
+            .await
+            .expect("a waiter was not woken by the zero message")
+            .unwrap()
+            .unwrap();
+    }
+    assert!(subscribed(&server, &channel, 0).await, "still subscribed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_read_and_write_the_same_layout() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "latch:java";
+    let channel = latch_channel(name);
+    let latch = client.get_count_down_latch(name);
+    let mut messages = Listener::start(&server, &channel).await;
+
+    // Ours arms: Java's data and message.
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    assert_eq!(key_type(&mut raw, name).await, "string");
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    // Java's trySetCount on an armed latch: refused.
+    let set = eval(
+        &mut raw,
+        redisson::LATCH_TRY_SET,
+        &[name, &channel],
+        &["1", "7", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(set, redis::Value::Int(0));
+    // Java counts down once, we count down to zero: deleted, `0` published once.
+    eval(
+        &mut raw,
+        redisson::LATCH_COUNT_DOWN,
+        &[name, &channel],
+        &["0", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(latch.get_count().await.unwrap(), 1);
+    latch.count_down().await.unwrap();
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("0"));
+    assert!(!exists(&mut raw, name).await);
+
+    // Java arms, we read and count down.
+    let set = eval(
+        &mut raw,
+        redisson::LATCH_TRY_SET,
+        &[name, &channel],
+        &["1", "1", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(set, redis::Value::Int(1));
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    assert!(!latch.try_set_count(4).await.unwrap());
+    assert_eq!(latch.get_count().await.unwrap(), 1);
+    // Our delete: `1`, as Java's; Java's delete then finds nothing.
+    assert!(latch.delete().await.unwrap());
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    let del = eval(
+        &mut raw,
+        redisson::LATCH_DELETE,
+        &[name, &channel],
+        &["1", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(del, redis::Value::Int(0));
+    assert!(messages.next(Duration::from_millis(100)).await.is_none());
+    let all: Vec<String> = raw.keys("*").await.unwrap();
+    assert!(all.is_empty(), "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "latch:cancel";
+    let latch = client.get_count_down_latch(name);
+    latch.try_set_count(1).await.unwrap();
+    let l = latch.clone();
+    let waiting = tokio::spawn(async move { l.wait().await });
+    let channel = latch_channel(name);
+    assert!(subscribed(&server, &channel, 1).await);
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(subscribed(&server, &channel, 0).await, "left subscribed");
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(client.stats().subscribed_channels, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
+    let mut server = TestServer::start();
+    let client = server.client().await;
+    let name = "latch:faults";
+    let latch = client.get_count_down_latch(name);
+    latch.try_set_count(1).await.unwrap();
+    let channel = latch_channel(name);
+
+    // Subscriber killed: resubscribed, then woken by the count-down's `0`.
+    let l = latch.clone();
+    let waiting = tokio::spawn(async move { l.wait().await });
+    assert!(subscribed(&server, &channel, 1).await);
+    let before = client.stats().subscriber_connections;
+    let mut raw = server.conn().await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        eventually(WAIT, || async {
+            client.stats().subscriber_connections > before
+        })
+        .await
+    );
+    assert!(subscribed(&server, &channel, 1).await, "not resubscribed");
+    let other = server.client().await;
+    other.get_count_down_latch(name).count_down().await.unwrap();
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken after the subscriber came back")
+        .unwrap()
+        .unwrap();
+
+    // Server restarted empty: the latch is gone, so it is open; the reconnect wakes the waiter.
+    latch.try_set_count(1).await.unwrap();
+    let l = latch.clone();
+    let waiting = tokio::spawn(async move { l.wait().await });
+    assert!(subscribed(&server, &channel, 1).await);
+    tokio::task::block_in_place(|| server.restart());
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken after the restart")
+        .unwrap()
+        .unwrap();
+}
+
+/// Deterministic lost wake-up check (the proxy of `wakeups.rs`): three waiters' count reads
+/// (`GET`) in the wait loop have run on the server, and their replies (count 1) are held back
+/// while the count-down's `0` reaches the subscriber. `0` wakes the waiters registered at that
+/// moment (`notify_waiters` keeps no permit), so a waiter that registered only after its read
+/// would sleep to the 30 s re-check: the bound here is 25 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
+    use crate::wakeups::{delayed_waiter, ReplyDelay, WINDOW};
+    let server = TestServer::start();
+    // Only the command connection sends GET (the subscriber sends SUBSCRIBE).
+    let proxy = ReplyDelay::start(server.port, b"$3\r\nGET\r\n".to_vec(), WINDOW).await;
+    let client = delayed_waiter(&proxy).await;
+    let name = "latch:window";
+    let channel = latch_channel(name);
+    let mut raw = server.conn().await;
+    let _: () = raw.set(name, 1).await.unwrap();
+    reset_stats(&server).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let latch = client.get_count_down_latch(name);
+            tokio::spawn(async move { latch.wait().await })
+        })
+        .collect();
+    // Each: a read, a subscription, then the wait loop's first read.
+    assert!(
+        eventually(WAIT, || async { calls(&server, "get").await >= 6 }).await,
+        "the waiters never read twice"
+    );
+    eval(
+        &mut raw,
+        redisson::LATCH_COUNT_DOWN,
+        &[name, &channel],
+        &["0", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(25), w)
+            .await
+            .expect("a waiter slept through the zero message: it registered after its read")
+            .unwrap()
+            .unwrap();
+    }
+}

@@ -1,0 +1,357 @@
+//! `PermitExpirableSemaphore` (Redisson's `RPermitExpirableSemaphore`): ids and leases, expired
+//! permits returning to the pool, unknown ids, the layout a Java client sees (Java's own
+//! scripts acquire and release against ours), wake-ups, cancellation.
+
+use std::time::Duration;
+
+use crate::support::redisson::{
+    self, eval_bytes, hex, now_ms, pes_timeouts, sem_channel, unhex, NON_EXPIRABLE,
+};
+use crate::support::*;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::{LockError, PermitId};
+
+/// Generous bound for anything event-driven; shorter than the 30 s re-check, so a waiter that
+/// is woken neither by the message nor by the earliest lease's end fails the test.
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    raw.get(key).await.unwrap()
+}
+
+/// The timeout ZSET as (hex id, score).
+async fn held(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, u64)> {
+    let v: Vec<(Vec<u8>, u64)> = raw
+        .zrange_withscores(pes_timeouts(name), 0, -1)
+        .await
+        .unwrap();
+    v.into_iter().map(|(id, s)| (hex(&id), s)).collect()
+}
+
+async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
+    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_have_ids_and_leases() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:api";
+    let sem = client.get_permit_expirable_semaphore(name);
+
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    assert!(sem
+        .try_acquire(Duration::ZERO, None)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(sem.try_set_permits(2).await.unwrap());
+    assert!(!sem.try_set_permits(5).await.unwrap());
+    let forever = sem.acquire(None).await.unwrap();
+    let before = now_ms();
+    let leased = sem
+        .try_acquire(Duration::ZERO, Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("a second permit");
+    assert_ne!(forever, leased);
+    assert!(sem
+        .try_acquire(Duration::from_millis(50), None)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+
+    // Redisson's layout: 16-byte members, lease end in epoch ms, or the "never" score.
+    let mut rows = held(&mut raw, name).await;
+    rows.sort_by_key(|r| r.1);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].0, leased.as_str());
+    assert!(
+        rows[0].1 >= before + 60_000 && rows[0].1 <= now_ms() + 60_000,
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows[1],
+        (forever.to_string(), NON_EXPIRABLE.parse().unwrap())
+    );
+
+    // Leases move; `None` makes a permit permanent.
+    assert!(sem.update_lease_time(&leased, None).await.unwrap());
+    assert!(held(&mut raw, name)
+        .await
+        .iter()
+        .all(|r| r.1.to_string() == NON_EXPIRABLE));
+    assert!(sem
+        .update_lease_time(&forever, Some(Duration::from_secs(90)))
+        .await
+        .unwrap());
+
+    sem.release(&forever).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(
+        !sem.update_lease_time(&forever, None).await.unwrap(),
+        "released"
+    );
+    assert!(sem.try_release(&leased).await.unwrap());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert!(held(&mut raw, name).await.is_empty());
+    assert!(sem.delete().await.unwrap());
+    let all: Vec<String> = raw.keys("*").await.unwrap();
+    assert!(all.is_empty(), "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_ids_and_bad_leases_change_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:bad";
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(2).await.unwrap();
+    let id = sem.acquire(None).await.unwrap();
+    let mut messages = Listener::start(&server, &sem_channel(name)).await;
+
+    let stranger = PermitId::parse("00112233445566778899aabbccddeeff").unwrap();
+    let e = sem.release(&stranger).await.unwrap_err();
+    assert!(matches!(e, LockError::UnknownPermit { .. }), "{e:?}");
+    assert!(e.is_invalid_argument());
+    assert!(!sem.try_release(&stranger).await.unwrap());
+    assert!(!sem.update_lease_time(&stranger, None).await.unwrap());
+    let e = sem.acquire(Some(Duration::ZERO)).await.unwrap_err();
+    assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
+    let e = sem
+        .update_lease_time(&id, Some(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument());
+    assert!(PermitId::parse("not-an-id").is_err());
+    assert!(PermitId::parse(&"z".repeat(32)).is_err());
+
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(
+        held(&mut raw, name).await,
+        vec![(id.to_string(), NON_EXPIRABLE.parse().unwrap())]
+    );
+    // Released twice: the second is refused and publishes nothing.
+    sem.release(&id).await.unwrap();
+    assert!(sem.release(&id).await.unwrap_err().is_invalid_argument());
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
+    assert!(messages.next(Duration::from_millis(100)).await.is_none());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_permits_return_to_the_pool() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:expiry";
+    let timeouts = pes_timeouts(name);
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(1).await.unwrap();
+    let mut messages = Listener::start(&server, &sem_channel(name)).await;
+
+    // Time passing, by hand: the permit's lease ended a second ago.
+    let id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let past = now_ms() - 1_000;
+    let _: () = raw.zadd(&timeouts, unhex(id.as_str()), past).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    assert!(held(&mut raw, name).await.is_empty());
+    assert!(!sem.try_release(&id).await.unwrap(), "reclaimed already");
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+
+    // An expired permit released before anyone reclaimed it: back in the pool, reported false.
+    let id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let _: () = raw
+        .zadd(&timeouts, unhex(id.as_str()), now_ms() - 1_000)
+        .await
+        .unwrap();
+    assert!(!sem.try_release(&id).await.unwrap());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+
+    // A waiter is woken when the holder's lease ends (expiry publishes nothing). Its own wait
+    // budget is longer than the test's bound, so only the lease-end wake-up can pass.
+    let _holder = sem.acquire(Some(Duration::from_secs(1))).await.unwrap();
+    messages.drain();
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.try_acquire(WAIT * 2, None).await });
+    let got = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("not woken when the holder's lease ended")
+        .unwrap()
+        .unwrap();
+    assert!(got.is_some());
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_share_permits() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:java";
+    let timeouts = pes_timeouts(name);
+    let channel = sem_channel(name);
+    let sem = client.get_permit_expirable_semaphore(name);
+    assert!(sem.try_set_permits(2).await.unwrap());
+    let mut messages = Listener::start(&server, &channel).await;
+
+    // Java takes a permit with a lease (its own script, a 16-byte id).
+    let java_id = "0123456789abcdef0123456789abcdef";
+    let expire_at = (now_ms() + 60_000).to_string();
+    let now = now_ms().to_string();
+    let reply = eval_bytes(
+        &mut raw,
+        redisson::PES_TRY_ACQUIRE,
+        &[name, &timeouts, &channel],
+        &[
+            b"1",
+            expire_at.as_bytes(),
+            now.as_bytes(),
+            NON_EXPIRABLE.as_bytes(),
+            b"PUBLISH",
+            &unhex(java_id),
+        ],
+    )
+    .await;
+    assert_eq!(reply, redis::Value::BulkString(b"OK".to_vec()));
+    // We take the other one; then Java finds none, and tells the earliest expiry (its lease).
+    let ours = sem.acquire(None).await.unwrap();
+    let now = now_ms().to_string();
+    let reply = eval_bytes(
+        &mut raw,
+        redisson::PES_TRY_ACQUIRE,
+        &[name, &timeouts, &channel],
+        &[
+            b"1",
+            expire_at.as_bytes(),
+            now.as_bytes(),
+            NON_EXPIRABLE.as_bytes(),
+            b"PUBLISH",
+            &unhex("ffffffffffffffffffffffffffffffff"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        reply,
+        redis::Value::BulkString(format!(":{expire_at}").into_bytes())
+    );
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+
+    // Java releases our permit by its hex id; we release Java's.
+    let now = now_ms().to_string();
+    let reply = eval_bytes(
+        &mut raw,
+        redisson::PES_TRY_RELEASE,
+        &[name, &channel, &timeouts],
+        &[&unhex(ours.as_str()), b"1", now.as_bytes(), b"PUBLISH"],
+    )
+    .await;
+    assert_eq!(reply, redis::Value::Int(1));
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    sem.release(&PermitId::parse(java_id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
+    // Java's availablePermits reads our count.
+    let now = now_ms().to_string();
+    let reply = eval_bytes(
+        &mut raw,
+        redisson::PES_AVAILABLE,
+        &[name, &timeouts, &channel],
+        &[now.as_bytes(), b"PUBLISH"],
+    )
+    .await;
+    assert_eq!(reply, redis::Value::BulkString(b"2".to_vec()));
+
+    // Our permit with a lease, where Java's script would put it; the zset takes the count's
+    // TTL as in Java.
+    let _: () = raw.pexpire(name, 600_000).await.unwrap();
+    let id = sem.acquire(Some(Duration::from_secs(60))).await.unwrap();
+    let score: Option<u64> = raw.zscore(&timeouts, unhex(id.as_str())).await.unwrap();
+    assert!(score.is_some_and(|s| s > now_ms() + 50_000), "{score:?}");
+    let ttl = pttl(&mut raw, &timeouts).await;
+    assert!(ttl > 500_000 && ttl <= 600_000, "{ttl}");
+    assert_eq!(key_type(&mut raw, &timeouts).await, "zset");
+    assert!(messages.drain().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_another_clients_release() {
+    let server = TestServer::start();
+    let waiter_client = server.client().await;
+    let other = server.client().await;
+    let name = "pes:wake";
+    let holder = other.get_permit_expirable_semaphore(name);
+    holder.try_set_permits(1).await.unwrap();
+    let id = holder.acquire(None).await.unwrap();
+
+    let sem = waiter_client.get_permit_expirable_semaphore(name);
+    let waiting = tokio::spawn(async move { sem.acquire(None).await });
+    assert!(subscribed(&server, &sem_channel(name), 1).await);
+    holder.release(&id).await.unwrap();
+    let got = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken by the release")
+        .unwrap()
+        .unwrap();
+    let mut raw = server.conn().await;
+    assert_eq!(
+        held(&mut raw, name).await,
+        vec![(got.to_string(), NON_EXPIRABLE.parse().unwrap())]
+    );
+    assert!(subscribed(&server, &sem_channel(name), 0).await);
+}
+
+/// The acquire script is held in flight (writes paused) and its caller dropped: the permit it
+/// takes must be released again, by its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_taken_for_a_dropped_acquire_is_released() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:cancel";
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(1).await.unwrap();
+    let mut messages = Listener::start(&server, &sem_channel(name)).await;
+
+    pause_writes(&mut raw, 1_000).await;
+    let s = sem.clone();
+    let acquiring = tokio::spawn(async move { s.acquire(Some(Duration::from_secs(600))).await });
+    let parked = eventually(WAIT, || async {
+        let mut raw = server.conn().await;
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
+    })
+    .await;
+    assert!(parked, "the acquire never reached the server");
+    acquiring.abort();
+    assert!(writes_resumed(&server, WAIT).await);
+    assert_eq!(
+        messages.next(WAIT).await.as_deref(),
+        Some("1"),
+        "not given back"
+    );
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert!(held(&mut raw, name).await.is_empty());
+
+    // A cancelled wait leaves nothing either (the listener is the channel's other subscriber).
+    let id = sem.acquire(None).await.unwrap();
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(None).await });
+    assert!(subscribed(&server, &sem_channel(name), 2).await);
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(subscribed(&server, &sem_channel(name), 1).await);
+    assert_eq!(held(&mut raw, name).await.len(), 1);
+    sem.release(&id).await.unwrap();
+}

@@ -1,0 +1,522 @@
+//! `Semaphore` (Redisson's `RSemaphore`): the API, wake-ups by another client's release (ours
+//! and Java's), the data and messages a Java client sees, bad input, cancellation and faults.
+
+use std::time::Duration;
+
+use crate::support::redisson::{self, calls, eval, reset_stats};
+use crate::support::*;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redisson_lock::LockError;
+
+/// Generous bound for anything event-driven, including a reconnect. Shorter than the
+/// semaphore's 30 s re-check, so a waiter that is not woken by the message fails the test.
+const WAIT: Duration = Duration::from_secs(15);
+
+async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    raw.get(key).await.unwrap()
+}
+
+async fn receipts(raw: &mut MultiplexedConnection) -> Vec<String> {
+    raw.keys("redisson_semaphore_latch:*").await.unwrap()
+}
+
+/// Waits until every request receipt is deleted (they go in a batch after the reply).
+async fn receipts_gone(server: &TestServer) -> bool {
+    eventually(WAIT, || async {
+        let mut raw = server.conn().await;
+        receipts(&mut raw).await.is_empty()
+    })
+    .await
+}
+
+async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
+    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_set_taken_released_drained_and_added() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "sem:api";
+    let sem = client.get_semaphore(name);
+
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    // Zero permits: done at once, nothing written (as Redisson).
+    assert!(sem.try_acquire(0, Duration::ZERO).await.unwrap());
+    sem.release(0).await.unwrap();
+    assert!(!exists(&mut raw, name).await);
+    // A missing semaphore has no permits to take.
+    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
+
+    assert!(sem.try_set_permits(3).await.unwrap());
+    assert!(!sem.try_set_permits(7).await.unwrap(), "set only once");
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert!(sem.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(!sem.try_acquire(2, Duration::from_millis(50)).await.unwrap());
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        1,
+        "a failed try takes nothing"
+    );
+    sem.acquire(1).await.unwrap();
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    sem.release(3).await.unwrap();
+    assert_eq!(sem.drain_permits().await.unwrap(), 3);
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    sem.add_permits(-2).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), -2);
+    sem.add_permits(5).await.unwrap();
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert!(sem.delete().await.unwrap());
+    assert!(!exists(&mut raw, name).await);
+    assert!(
+        receipts_gone(&server).await,
+        "{:?}",
+        receipts(&mut raw).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_changes_nothing() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "sem:bad";
+    let sem = client.get_semaphore(name);
+    sem.try_set_permits(2).await.unwrap();
+    let mut messages = Listener::start(&server, &redisson::sem_channel(name)).await;
+    let too_many = i32::MAX as u32 + 1;
+
+    let e = sem.release(too_many).await.unwrap_err();
+    assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
+    let e = sem.try_acquire(too_many, Duration::ZERO).await.unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    let e = sem.acquire(u32::MAX).await.unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    let e = client
+        .get_semaphore("")
+        .try_set_permits(1)
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+
+    // A key of another type: WRONGTYPE, nothing written.
+    let _: () = raw.hset("sem:hash", "f", 1).await.unwrap();
+    let e = client
+        .get_semaphore("sem:hash")
+        .try_acquire(1, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(e.is_wrong_type(), "{e:?}");
+
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    sem.release(1).await.unwrap();
+    // The only message is the valid release's.
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
+    assert!(messages.drain().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_another_clients_release() {
+    let server = TestServer::start();
+    let waiter_client = server.client().await;
+    let releaser = server.client().await;
+    let name = "sem:wake";
+    let sem = waiter_client.get_semaphore(name);
+    sem.try_set_permits(0).await.unwrap();
+
+    let waiting = tokio::spawn(async move { sem.acquire(2).await });
+    let channel = redisson::sem_channel(name);
+    assert!(
+        subscribed(&server, &channel, 1).await,
+        "waiter never subscribed"
+    );
+    // One permit is not enough: the waiter tries again and keeps waiting.
+    releaser.get_semaphore(name).release(1).await.unwrap();
+    releaser.get_semaphore(name).release(1).await.unwrap();
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken by the release")
+        .unwrap()
+        .unwrap();
+    let mut raw = server.conn().await;
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert!(subscribed(&server, &channel, 0).await, "still subscribed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let name = "sem:wake-many";
+    let sem = client.get_semaphore(name);
+    sem.try_set_permits(0).await.unwrap();
+    // Load the acquire script, then count its runs from zero.
+    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
+    let mut raw = server.conn().await;
+    reset_stats(&server).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let sem = sem.clone();
+            tokio::spawn(async move { sem.acquire(1).await })
+        })
+        .collect();
+    // Three local waiters share one subscription. Each tries once, subscribes, registers for
+    // wake-ups and tries again: after six tries all three are parked.
+    let channel = redisson::sem_channel(name);
+    assert!(subscribed(&server, &channel, 1).await);
+    assert!(
+        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
+        "the waiters did not park"
+    );
+    // A Java client's release of 3 (its own script): one message `3` wakes all three.
+    eval(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        &[name, &channel],
+        &["3", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(WAIT, w)
+            .await
+            .expect("a waiter was not woken by the Java release")
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_read_and_write_the_same_layout() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "sem:java";
+    let channel = redisson::sem_channel(name);
+    let sem = client.get_semaphore(name);
+    let mut messages = Listener::start(&server, &channel).await;
+
+    // Ours sets, Java's script sees the count and takes from it.
+    assert!(sem.try_set_permits(5).await.unwrap());
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("5"));
+    assert_eq!(key_type(&mut raw, name).await, "string");
+    assert_eq!(pttl(&mut raw, name).await, -1);
+    let took = eval(&mut raw, redisson::SEM_TRY_ACQUIRE, &[name], &["3"]).await;
+    assert_eq!(took, redis::Value::Int(1));
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+    // Java refuses when we say there are too few, and vice versa.
+    let took = eval(&mut raw, redisson::SEM_TRY_ACQUIRE, &[name], &["3"]).await;
+    assert_eq!(took, redis::Value::Int(0));
+    // Java releases: its message is the new count, and we read its data.
+    eval(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        &[name, &channel],
+        &["1", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
+    assert_eq!(sem.available_permits().await.unwrap(), 3);
+    // Our release publishes what Java's does: the new count.
+    sem.release(2).await.unwrap();
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("5"));
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("5"));
+    // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
+    sem.add_permits(-1).await.unwrap();
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("4"));
+    eval(
+        &mut raw,
+        redisson::SEM_ADD,
+        &[name, &channel],
+        &["-1", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    // Drain: both set 0 and return the old count; no message.
+    assert_eq!(sem.drain_permits().await.unwrap(), 3);
+    sem.release(2).await.unwrap();
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
+    let old = eval(&mut raw, redisson::SEM_DRAIN, &[name], &[]).await;
+    assert_eq!(old, redis::Value::BulkString(b"2".to_vec()));
+    // Java's trySetPermits on an existing semaphore: refused, as ours.
+    let set = eval(
+        &mut raw,
+        redisson::SEM_TRY_SET,
+        &[name, &channel],
+        &["9", "PUBLISH"],
+    )
+    .await;
+    assert_eq!(set, redis::Value::Int(0));
+    assert!(!sem.try_set_permits(9).await.unwrap());
+    assert!(messages.drain().is_empty(), "no other message");
+    // Nothing of ours is left beside Redisson's key.
+    assert!(receipts_gone(&server).await);
+    let all: Vec<String> = raw.keys("*").await.unwrap();
+    assert_eq!(all, vec![name.to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "sem:cancel-wait";
+    let sem = client.get_semaphore(name);
+    sem.try_set_permits(0).await.unwrap();
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(1).await });
+    let channel = redisson::sem_channel(name);
+    assert!(subscribed(&server, &channel, 1).await);
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(subscribed(&server, &channel, 0).await, "left subscribed");
+    sem.release(1).await.unwrap();
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+}
+
+/// The acquire script is held in flight (writes paused) and its caller dropped: when the script
+/// runs, the permit it takes must come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_taken_for_a_dropped_acquire_are_given_back() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "sem:cancel-flight";
+    let sem = client.get_semaphore(name);
+    sem.try_set_permits(2).await.unwrap();
+    let mut messages = Listener::start(&server, &redisson::sem_channel(name)).await;
+
+    pause_writes(&mut raw, 1_000).await;
+    let s = sem.clone();
+    let acquiring = tokio::spawn(async move { s.acquire(2).await });
+    // Drop it once its script is parked on the server.
+    let parked = eventually(WAIT, || async {
+        let mut raw = server.conn().await;
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
+    })
+    .await;
+    assert!(parked, "the acquire never reached the server");
+    acquiring.abort();
+    assert!(writes_resumed(&server, WAIT).await);
+    // The script took both permits, then the give-back returned them and said so.
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert!(
+        receipts_gone(&server).await,
+        "{:?}",
+        receipts(&mut raw).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
+    let mut server = TestServer::start();
+    let client = server.client().await;
+    let name = "sem:faults";
+    let sem = client.get_semaphore(name);
+    sem.try_set_permits(0).await.unwrap();
+    let channel = redisson::sem_channel(name);
+
+    // Subscriber connection killed: the waiter is resubscribed and woken by a later release.
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(1).await });
+    assert!(subscribed(&server, &channel, 1).await);
+    let before = client.stats().subscriber_connections;
+    let mut raw = server.conn().await;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        eventually(WAIT, || async {
+            client.stats().subscriber_connections > before
+        })
+        .await
+    );
+    assert!(subscribed(&server, &channel, 1).await, "not resubscribed");
+    let other = server.client().await;
+    other.get_semaphore(name).release(1).await.unwrap();
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken after the subscriber came back")
+        .unwrap()
+        .unwrap();
+
+    // Server restarted empty: the waiter reconnects and takes the permits set afterwards.
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(1).await });
+    assert!(subscribed(&server, &channel, 1).await);
+    tokio::task::block_in_place(|| server.restart());
+    assert!(
+        subscribed(&server, &channel, 1).await,
+        "not resubscribed after the restart"
+    );
+    let other = server.client().await;
+    assert!(other.get_semaphore(name).try_set_permits(1).await.unwrap());
+    tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("waiter not woken after the restart")
+        .unwrap()
+        .unwrap();
+    let mut raw = server.conn().await;
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+}
+
+/// All three synchronizers on a real cluster (one cluster for the three: forming it is the slow
+/// part): names whose channel or timeout key Redisson's rules put in another slot are refused
+/// before anything is sent, and waiters are woken across clients by sharded pub/sub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronizers_on_a_cluster() {
+    use crate::support::cluster::TestCluster;
+    use redisson_lock::{Client, Config};
+
+    let cluster = TestCluster::start(0);
+    let a = Client::with_config(Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let b = Client::with_config(Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    assert!(a.is_sharded_pubsub(), "Redis 7+: SPUBLISH/SSUBSCRIBE");
+    let mut raw = redis::cluster::ClusterClient::new(cluster.urls())
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+
+    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+        let e = a.get_semaphore(name).try_set_permits(1).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{name}: {e:?}");
+        let e = a.get_semaphore(name).release(1).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{name}: {e:?}");
+        let pes = a.get_permit_expirable_semaphore(name);
+        assert!(pes
+            .try_set_permits(1)
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(pes
+            .available_permits()
+            .await
+            .unwrap_err()
+            .is_invalid_argument());
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name} written");
+    }
+    // The latch's channel always wraps the whole name in braces, so any name with braces (even a
+    // proper hash tag) splits from its channel: Java's own count-down would fail with CROSSSLOT.
+    for name in ["{a}b", "{tag}:latch", "x{}y{z}"] {
+        let latch = a.get_count_down_latch(name);
+        assert!(
+            latch
+                .try_set_count(1)
+                .await
+                .unwrap_err()
+                .is_invalid_argument(),
+            "{name}"
+        );
+        assert!(latch.count_down().await.unwrap_err().is_invalid_argument());
+        let exists: bool = raw.exists(name).await.unwrap();
+        assert!(!exists, "{name} written");
+    }
+
+    // Semaphore: b waits, a releases.
+    let sem = a.get_semaphore("cl-sem");
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiting_sem = b.get_semaphore("cl-sem");
+    let waiter = tokio::spawn(async move { waiting_sem.acquire(1).await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    sem.release(1).await.unwrap();
+    tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("semaphore waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+
+    // Count-down latch: b waits, a counts down to zero.
+    let latch = a.get_count_down_latch("cl-latch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiting_latch = b.get_count_down_latch("cl-latch");
+    let waiter = tokio::spawn(async move { waiting_latch.wait().await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    latch.count_down().await.unwrap();
+    tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("latch waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+
+    // Permit-expirable semaphore (a hash-tagged name): b waits, a releases its permit.
+    let pes = a.get_permit_expirable_semaphore("{cl}:pes");
+    assert!(pes.try_set_permits(1).await.unwrap());
+    let id = pes.acquire(None).await.unwrap();
+    let waiting_pes = b.get_permit_expirable_semaphore("{cl}:pes");
+    let waiter = tokio::spawn(async move { waiting_pes.acquire(None).await });
+    assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
+    pes.release(&id).await.unwrap();
+    let got = tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("permit waiter not woken by SPUBLISH")
+        .unwrap()
+        .unwrap();
+    assert_ne!(got, id);
+    assert_eq!(pes.available_permits().await.unwrap(), 0);
+}
+
+/// Deterministic lost wake-up check (the proxy of `wakeups.rs`): three waiters' acquire scripts
+/// in the wait loop have run (no permit), and their replies are held back while a release of 3
+/// reaches the subscriber. The message wakes up to three registered waiters (`notify_one`
+/// keeps at most one permit for a waiter not registered yet), so waiters that registered only
+/// after their try would sleep to the 30 s re-check: the bound here is 25 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_between_the_try_and_the_wait_is_not_missed() {
+    use crate::wakeups::{delayed_waiter, preload, ReplyDelay, WINDOW};
+    let server = TestServer::start();
+    let sha = preload(&server, include_str!("../../lua/semaphore_acquire.lua")).await;
+    let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
+    let client = delayed_waiter(&proxy).await;
+    let name = "sem:window";
+    let channel = redisson::sem_channel(name);
+    let mut raw = server.conn().await;
+    let _: () = raw.set(name, 0).await.unwrap();
+    reset_stats(&server).await;
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let sem = client.get_semaphore(name);
+            tokio::spawn(async move { sem.acquire(1).await })
+        })
+        .collect();
+    // Each: a try, a subscription, then the wait loop's first try.
+    assert!(
+        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
+        "the waiters never tried twice"
+    );
+    eval(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        &[name, &channel],
+        &["3", "PUBLISH"],
+    )
+    .await;
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(25), w)
+            .await
+            .expect("a waiter slept through the release: it registered after its try")
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+}
