@@ -8,6 +8,8 @@ mod support;
 mod aof;
 mod bounds;
 mod cancellation;
+#[cfg(feature = "cli")]
+mod cli;
 mod clock_steps;
 mod clocks;
 mod cluster;

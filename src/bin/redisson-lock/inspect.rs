@@ -214,7 +214,8 @@ async fn read_lock(
             if detail {
                 let prefix = suffix_name(&name, &format!("{}:rwlock_timeout", h.owner));
                 for n in 1..=h.count.clamp(0, 1000) {
-                    h.read_timeouts_ms.push(conn.pttl(format!("{prefix}:{n}")).await?);
+                    h.read_timeouts_ms
+                        .push(conn.pttl(format!("{prefix}:{n}")).await?);
                 }
             }
         }
@@ -379,7 +380,11 @@ pub fn render(found: &Inspection) -> String {
     if !found.channels.is_empty() {
         rows.push(vec![
             "waiters".into(),
-            format!("{}  (subscribers of {})", found.waiters, found.channels.join(", ")),
+            format!(
+                "{}  (subscribers of {})",
+                found.waiters,
+                found.channels.join(", ")
+            ),
         ]);
     }
     tail.push_str(&output::table(&rows));
@@ -391,9 +396,14 @@ fn holder_rows(found: &Inspection) -> String {
         .holders
         .iter()
         .map(|h| {
-            let mut r = vec![format!("  {}", h.owner), h.role.to_owned(), format!("x{}", h.count)];
+            let mut r = vec![
+                format!("  {}", h.owner),
+                h.role.to_owned(),
+                format!("x{}", h.count),
+            ];
             if !h.read_timeouts_ms.is_empty() {
-                let ttls: Vec<String> = h.read_timeouts_ms.iter().map(|t| output::ttl(*t)).collect();
+                let ttls: Vec<String> =
+                    h.read_timeouts_ms.iter().map(|t| output::ttl(*t)).collect();
                 r.push(format!("timeouts {}", ttls.join(", ")));
             }
             r

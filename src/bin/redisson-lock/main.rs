@@ -38,7 +38,12 @@ pub struct Global {
     )]
     pub url: String,
     /// Redis Cluster seed node URLs (repeat the flag or separate with commas); replaces --url.
-    #[arg(long, global = true, value_delimiter = ',', conflicts_with = "sentinel")]
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        conflicts_with = "sentinel"
+    )]
     pub cluster: Vec<String>,
     /// Sentinel URLs (repeat the flag or separate with commas); needs --master.
     #[arg(long, global = true, value_delimiter = ',', requires = "master")]

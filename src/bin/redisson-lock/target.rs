@@ -49,7 +49,10 @@ impl Target {
     }
 
     pub fn is_cluster(&self) -> bool {
-        matches!(self.config.topology(), redisson_lock::Topology::Cluster { .. })
+        matches!(
+            self.config.topology(),
+            redisson_lock::Topology::Cluster { .. }
+        )
     }
 
     /// One direct connection per reachable cluster node (`masters_only`: masters only); an
@@ -69,7 +72,12 @@ impl Target {
                 client.get_multiplexed_async_connection(),
             )
             .await
-            .map_err(|_| Failure(format!("timed out connecting to {}:{}", node.host, node.port)))??;
+            .map_err(|_| {
+                Failure(format!(
+                    "timed out connecting to {}:{}",
+                    node.host, node.port
+                ))
+            })??;
             conns.push(conn);
         }
         Ok(conns)
@@ -135,7 +143,10 @@ impl Target {
 }
 
 async fn single_push_conn(info: ConnectionInfo, tx: UnboundedSender<PushInfo>) -> Result<PushConn> {
-    let settings = info.redis_settings().clone().set_protocol(ProtocolVersion::RESP3);
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
     let client = redis::Client::open(info.set_redis_settings(settings))?;
     let config = redis::AsyncConnectionConfig::new().set_push_sender(tx);
     let conn = client

@@ -25,7 +25,14 @@ struct Outcome<'a> {
 pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<()> {
     let found = inspect::read(target, name, false).await?;
     let Some(kind) = found.kind else {
-        return report(name, None, false, true, json, "not locked: nothing to unlock");
+        return report(
+            name,
+            None,
+            false,
+            true,
+            json,
+            "not locked: nothing to unlock",
+        );
     };
     if kind == Kind::Unknown {
         return Err(Failure(format!(
@@ -34,7 +41,14 @@ pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<(
         )));
     }
     if !yes && !confirm(&found)? {
-        return report(name, Some(kind), false, false, json, "aborted: nothing changed");
+        return report(
+            name,
+            Some(kind),
+            false,
+            false,
+            json,
+            "aborted: nothing changed",
+        );
     }
     let unlocked = force_unlock(target, &found, kind).await?;
     let message = if unlocked {

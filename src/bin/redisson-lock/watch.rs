@@ -63,7 +63,11 @@ pub async fn run(target: &Target, name: &str, duration: Option<f64>, json: bool)
     }
     let deadline = match duration {
         Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s.min(1e9))),
-        Some(_) => return Err(Failure("--for needs a non-negative number of seconds".into())),
+        Some(_) => {
+            return Err(Failure(
+                "--for needs a non-negative number of seconds".into(),
+            ))
+        }
         None => None,
     };
     emit(
@@ -175,7 +179,11 @@ fn print_message(channel: String, payload: String, json: bool) -> Result<()> {
 }
 
 /// Prints the state when the holders changed, or when the TTL went up (renewal, re-entry).
-fn print_state(found: Inspection, last: &mut Option<(State, Option<i64>)>, json: bool) -> Result<()> {
+fn print_state(
+    found: Inspection,
+    last: &mut Option<(State, Option<i64>)>,
+    json: bool,
+) -> Result<()> {
     let state = State {
         kind: found.kind,
         mode: found.mode.clone(),
