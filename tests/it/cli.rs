@@ -403,7 +403,7 @@ async fn watch_prints_a_release_and_the_state_then_stops_on_ctrl_c() {
     let owner = field(&client, guard.owner());
     let mut watch = Watch::start(&args(&server, &["watch", "cli:watched", "--for", "600"]));
     watch.until("watching cli:watched").await;
-    watch.until(&format!("state reentrant ttl")).await;
+    watch.until("state reentrant ttl").await;
     assert!(watch.seen.last().unwrap().contains(&owner));
 
     guard.unlock().await.unwrap();

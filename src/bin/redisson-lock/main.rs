@@ -7,6 +7,7 @@
 mod inspect;
 mod list;
 mod output;
+mod render;
 mod target;
 mod unlock;
 mod watch;

@@ -189,12 +189,14 @@ fn print_state(
         mode: found.mode.clone(),
         holders: found.holders.clone(),
     };
-    let renewed = match (last.as_ref(), found.ttl_ms) {
-        (Some((s, Some(before))), Some(now)) => *s == state && now > *before + 500,
-        _ => false,
-    };
-    if last.as_ref().is_some_and(|(s, _)| *s == state) && !renewed {
-        last.as_mut().map(|l| l.1 = found.ttl_ms);
+    let unchanged = last.as_ref().is_some_and(|(s, _)| *s == state);
+    let before = last.as_ref().and_then(|(_, ttl)| *ttl);
+    let renewed = unchanged
+        && matches!((before, found.ttl_ms), (Some(b), Some(now)) if b >= 0 && now > b + 500);
+    if unchanged && !renewed {
+        if let Some(l) = last.as_mut() {
+            l.1 = found.ttl_ms;
+        }
         return Ok(());
     }
     let line = match found.kind {
