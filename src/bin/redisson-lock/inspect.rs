@@ -222,15 +222,17 @@ async fn read_lock(
     } else {
         let queue_key = prefix_name(FAIR_QUEUE, &name);
         let timeout_key = prefix_name(FAIR_TIMEOUT, &name);
-        let fair: i64 = conn.exists(&[&queue_key, &timeout_key]).await?;
-        found.kind = Some(if fair > 0 {
+        // One key per command: a name with a stray `{` puts them in different cluster slots.
+        let fair = conn.exists::<_, bool>(&queue_key).await?
+            || conn.exists::<_, bool>(&timeout_key).await?;
+        found.kind = Some(if fair {
             Kind::Fair
         } else if found.token.is_some() {
             Kind::Fenced
         } else {
             Kind::Reentrant
         });
-        if fair > 0 {
+        if fair {
             found.queue = fair_queue(target, &queue_key, &timeout_key).await?;
         }
     }
