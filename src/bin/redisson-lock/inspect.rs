@@ -70,8 +70,8 @@ pub struct Holder {
     /// `exclusive` (RLock, fair, fenced), `read` or `write`.
     pub role: &'static str,
     pub count: i64,
-    /// Read holds: the PTTL of each `rwlock_timeout:<n>` key, n = 1..=count (-2: missing).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Read holds: the PTTL of each `rwlock_timeout:<n>` key, n = 1..=count (-2: missing);
+    /// empty for other roles.
     pub read_timeouts_ms: Vec<i64>,
 }
 

@@ -18,7 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// Inspect and operate Redisson-compatible distributed locks on Redis.
 #[derive(Debug, Parser)]
-#[command(name = "redisson-lock", version, about, max_term_width = 100)]
+#[command(name = "redisson-lock", version, max_term_width = 100)]
 struct Cli {
     #[command(flatten)]
     global: Global,
@@ -42,15 +42,22 @@ pub struct Global {
     #[arg(
         long,
         global = true,
+        value_name = "URL",
         value_delimiter = ',',
         conflicts_with = "sentinel"
     )]
     pub cluster: Vec<String>,
     /// Sentinel URLs (repeat the flag or separate with commas); needs --master.
-    #[arg(long, global = true, value_delimiter = ',', requires = "master")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        value_delimiter = ',',
+        requires = "master"
+    )]
     pub sentinel: Vec<String>,
     /// Name of the master monitored by the sentinels.
-    #[arg(long, global = true, requires = "sentinel")]
+    #[arg(long, global = true, value_name = "NAME", requires = "sentinel")]
     pub master: Option<String>,
     /// Print JSON (stable field names, see docs/cli.md) instead of the human format.
     #[arg(long, global = true)]

@@ -3,56 +3,53 @@
 use crate::inspect::{Inspection, Kind};
 use crate::output;
 
+/// Width of the key column: the longest key (`holders`, `waiters`) and two spaces.
+const KEY: usize = 9;
+
+fn kv(out: &mut String, key: &str, value: &str) {
+    out.push_str(&format!("{key:<KEY$}{value}\n"));
+}
+
 /// The human format of an inspection.
 pub fn inspection(found: &Inspection) -> String {
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut row = |k: &str, v: String| rows.push(vec![k.to_owned(), v]);
+    let mut out = String::new();
     match found.kind {
-        None => row("lock", format!("{}: not locked", found.name)),
+        None => out.push_str(&format!("{}: not locked\n", found.name)),
         Some(kind) => {
-            row("lock", found.name.clone());
-            row("kind", kind.as_str().to_owned());
-            if let Some(t) = &found.redis_type {
-                if kind == Kind::Unknown {
-                    row("type", t.clone());
-                }
+            kv(&mut out, "lock", &found.name);
+            kv(&mut out, "kind", kind.as_str());
+            if kind == Kind::Unknown {
+                kv(&mut out, "type", found.redis_type.as_deref().unwrap_or("?"));
             }
-            row("ttl", output::opt_ttl(found.ttl_ms));
+            kv(&mut out, "ttl", &output::opt_ttl(found.ttl_ms));
             if let Some(mode) = &found.mode {
-                row("mode", mode.clone());
+                kv(&mut out, "mode", mode);
             }
             if kind != Kind::Unknown {
-                row("holders", found.holders.len().to_string());
+                kv(&mut out, "holders", &found.holders.len().to_string());
+                out.push_str(&holder_rows(found));
             }
         }
     }
-    let mut out = output::table(&rows);
-    out.push_str(&holder_rows(found));
-    let mut rows: Vec<Vec<String>> = Vec::new();
     if found.kind == Some(Kind::Fair) {
-        rows.push(vec!["queue".into(), found.queue.len().to_string()]);
+        kv(&mut out, "queue", &found.queue.len().to_string());
+        out.push_str(&queue_rows(found));
     }
-    let mut tail = output::table(&rows);
-    tail.push_str(&queue_rows(found));
-    let mut rows: Vec<Vec<String>> = Vec::new();
     if let Some(token) = found.token {
-        rows.push(vec!["token".into(), token.to_string()]);
+        kv(&mut out, "token", &token.to_string());
     }
     if let Some(v) = &found.value {
-        rows.push(vec!["value".into(), v.to_string()]);
+        kv(&mut out, "value", &v.to_string());
     }
     if !found.channels.is_empty() {
-        rows.push(vec![
-            "waiters".into(),
-            format!(
-                "{}  (subscribers of {})",
-                found.waiters,
-                found.channels.join(", ")
-            ),
-        ]);
+        let subs = format!(
+            "{}  (subscribers of {})",
+            found.waiters,
+            found.channels.join(", ")
+        );
+        kv(&mut out, "waiters", &subs);
     }
-    tail.push_str(&output::table(&rows));
-    out + &tail
+    out
 }
 
 fn holder_rows(found: &Inspection) -> String {
