@@ -163,7 +163,7 @@ async fn inspect_counts_the_waiters_subscribed_on_the_unlock_channel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn inspect_shows_a_fair_lock_queue_with_deadlines() {
+async fn inspect_shows_a_fair_lock_queue_and_force_unlock_wakes_its_head() {
     let server = TestServer::start();
     let holder = server.client().await;
     let guard = holder.get_fair_lock("cli:fair").lock().await.unwrap();
@@ -192,12 +192,17 @@ async fn inspect_shows_a_fair_lock_queue_with_deadlines() {
         .unwrap()
         .contains(&Value::from(waiter_channel)));
     assert_eq!(v["waiters"], 1);
-    guard.unlock().await.unwrap();
+
+    // force-unlock wakes the queue head on its own channel (Redisson's fair forceUnlock); the
+    // holder's 30 s lease would end the wait only well after WAIT.
+    let out = cli(&args(&server, &["force-unlock", "cli:fair", "--yes"])).await;
+    assert!(out.stdout.contains("unlocked"), "{}", out.stdout);
     tokio::time::timeout(WAIT, waiter)
         .await
-        .unwrap()
+        .expect("the queued waiter was not woken")
         .unwrap()
         .unwrap();
+    drop(guard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
