@@ -297,6 +297,14 @@ MUTANTS = [
         ["--test", "cli", "a_dead_server"],
         "CLI connection errors print the password in the URL",
     ),
+    (
+        "cli-watch-unsharded",
+        "src/bin/redisson-lock/target.rs",
+        """            PushConn::Cluster(c) if sharded => c.ssubscribe(channel).await?,""",
+        """            PushConn::Cluster(c) if sharded => c.subscribe(channel).await?,""",
+        ["--test", "cli", "works_on_a_cluster"],
+        "CLI watch on a cluster with sharded pub/sub subscribes with SUBSCRIBE and misses SPUBLISH",
+    ),
 ]
 
 def command(test):

@@ -519,7 +519,17 @@ async fn works_on_a_cluster_and_through_sentinel() {
     let out = cli(&cluster_args(&["list", "cli-c:*", "--count", "5"])).await;
     let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
+
+    // watch hears the release through the cluster (SPUBLISH on Redis 7).
+    let mut watch_args = cluster_args(&["watch", "cli:{c}", "--for", "600"]);
+    watch_args.remove(0); // human format
+    let mut watch = Watch::start(&watch_args);
+    watch.until("watching cli:{c}").await;
     guard.unlock().await.unwrap();
+    watch
+        .until("message redisson_lock__channel:cli:{c} 0")
+        .await;
+    drop(watch);
     tokio::time::timeout(WAIT, waiter)
         .await
         .unwrap()

@@ -13,6 +13,7 @@ mod unlock;
 mod watch;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -88,8 +89,8 @@ enum Command {
         /// The lock name.
         name: String,
         /// Stop after this many seconds (default: until Ctrl-C).
-        #[arg(long = "for", value_name = "SECONDS")]
-        duration: Option<f64>,
+        #[arg(long = "for", value_name = "SECONDS", value_parser = seconds)]
+        duration: Option<Duration>,
     },
     /// Delete a lock whoever holds it and wake its waiters, as Redisson's forceUnlock.
     ForceUnlock {
@@ -99,6 +100,16 @@ enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+}
+
+/// `--for SECONDS`: a non-negative number of seconds (fractions allowed).
+fn seconds(s: &str) -> std::result::Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && (0.0..=1e9).contains(&x) => Ok(Duration::from_secs_f64(x)),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 1e9"
+        )),
+    }
 }
 
 /// An error for the user: printed on stderr, exit code 1.

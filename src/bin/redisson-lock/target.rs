@@ -217,3 +217,33 @@ pub fn redact(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_nodes_parse() {
+        let text = "\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1 4 connected
+67ed 127.0.0.1:30002@40002,host-b master - 0 1 2 connected 5461-10922
+e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
+292f :0@0 master,fail,noaddr - 1 1 3 disconnected
+";
+        let nodes = parse_cluster_nodes(text);
+        assert_eq!(nodes.len(), 3, "{nodes:?}");
+        assert_eq!((nodes[0].port, nodes[0].master), (30004, false));
+        assert_eq!(
+            (nodes[1].host.as_str(), nodes[1].port),
+            ("127.0.0.1", 30002)
+        );
+        assert!(nodes[1].master && nodes[2].master);
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://:pw@h:1/"), "redis://***@h:1/");
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    }
+}

@@ -44,7 +44,12 @@ struct State {
 }
 
 /// `watch NAME [--for SECONDS]`.
-pub async fn run(target: &Target, name: &str, duration: Option<f64>, json: bool) -> Result<()> {
+pub async fn run(
+    target: &Target,
+    name: &str,
+    duration: Option<Duration>,
+    json: bool,
+) -> Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut conn = target.push_conn(tx).await?;
     let sharded = target.client.is_sharded_pubsub();
@@ -61,15 +66,6 @@ pub async fn run(target: &Target, name: &str, duration: Option<f64>, json: bool)
         conn.psubscribe(&pattern).await?;
         channels.push(pattern);
     }
-    let deadline = match duration {
-        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s.min(1e9))),
-        Some(_) => {
-            return Err(Failure(
-                "--for needs a non-negative number of seconds".into(),
-            ))
-        }
-        None => None,
-    };
     emit(
         json,
         Event {
@@ -80,7 +76,7 @@ pub async fn run(target: &Target, name: &str, duration: Option<f64>, json: bool)
         &format!("watching {name} on {}", channels.join(", ")),
     )?;
     let stop = async {
-        match deadline {
+        match duration {
             Some(d) => tokio::time::sleep(d).await,
             None => std::future::pending().await,
         }
