@@ -12,7 +12,7 @@
 -- ARGV[1]  owner field
 -- ARGV[2]  target hold count (the holds the client knows about; 0 = none)
 -- ARGV[3]  lease in milliseconds, re-applied when holds remain (read: the hash keeps a longer TTL)
--- ARGV[4]  publish command
+-- ARGV[4]  publish command (empty for the spin lock: nothing is published)
 -- ARGV[5]  message published when the lock is freed (`0`, or `1` for a write lock)
 -- ARGV[6]  layout: `plain` (RLock, fenced), `fair`, `read` or `write` (read-write lock hash)
 --
@@ -42,6 +42,9 @@ local left = redis.call('hlen', KEYS[1])
 local rw = ARGV[6] == 'read' or ARGV[6] == 'write'
 if left == 0 or (rw and left == 1 and redis.call('hexists', KEYS[1], 'mode') == 1) then
     redis.call('del', KEYS[1])
+    if ARGV[4] == '' then
+        return found
+    end
     if ARGV[6] == 'fair' then
         local head = redis.call('lindex', KEYS[3], 0)
         if head ~= false then

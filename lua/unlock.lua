@@ -6,7 +6,7 @@
 -- ARGV[1]  unlock message (`0`)
 -- ARGV[2]  lease in milliseconds, re-applied when holds remain
 -- ARGV[3]  owner field `<client uuid>:<owner id>`
--- ARGV[4]  publish command (`PUBLISH` or `SPUBLISH`)
+-- ARGV[4]  publish command (`PUBLISH` or `SPUBLISH`; empty for the spin lock: nothing is published)
 -- ARGV[5]  latch TTL in milliseconds
 --
 -- Returns: the stored result when the latch exists (a retry of an unlock that already ran);
@@ -26,6 +26,8 @@ if count > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+if ARGV[4] ~= '' then
+    redis.call(ARGV[4], KEYS[2], ARGV[1])
+end
 redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1

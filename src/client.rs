@@ -11,7 +11,7 @@ use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
 use crate::pubsub::{PubSub, Source};
-use crate::raw::{Fair, Fenced, Reentrant};
+use crate::raw::{Backoff, Fair, Fenced, Reentrant, Spin};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
@@ -179,6 +179,35 @@ impl Client {
     /// ```
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
         Lock::new(self.clone(), name.into(), Fenced)
+    }
+
+    /// The spin lock called `name` (Redisson's `getSpinLock`): an RLock whose waiters poll with
+    /// Redisson's default exponential [`Backoff`](crate::Backoff) (1 ms doubling to 128 ms)
+    /// instead of subscribing, for deployments where pub/sub is unavailable. Its releases
+    /// publish nothing.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_spin_lock("batch-job").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_spin_lock(&self, name: impl Into<String>) -> Lock<Spin> {
+        Lock::new(self.clone(), name.into(), Spin::default())
+    }
+
+    /// The spin lock called `name`, polling with `backoff` (Redisson's
+    /// `getSpinLock(name, backOff)`).
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// use redisson_lock::Backoff;
+    /// let lock = client.get_spin_lock_with("batch-job", Backoff::constant(Duration::from_millis(20))?);
+    /// # Ok(()) }
+    /// ```
+    pub fn get_spin_lock_with(&self, name: impl Into<String>, backoff: Backoff) -> Lock<Spin> {
+        Lock::new(self.clone(), name.into(), Spin::new(backoff))
     }
 
     /// A clone of the command connection, for your own commands next to the locks. Commands

@@ -345,83 +345,70 @@ impl Config {
             self.fair_lock_wait_timeout,
             self.retry_delay,
         ];
-        if durations.iter().any(|d| *d > MAX) || self.replica_sync().is_some_and(|d| d > MAX) {
-            return Err(LockError::InvalidArgument(
+        let aof = self.aof_sync;
+        // Each rule with the message its violation gives, checked in order; the URLs last.
+        let rules: [(bool, &'static str); 14] = [
+            (
+                durations.iter().any(|d| *d > MAX) || self.replica_sync().is_some_and(|d| d > MAX),
                 "durations in the configuration must be at most 100 years",
-            ));
-        }
-        if self.watchdog_timeout < Duration::from_millis(3) {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.watchdog_timeout < Duration::from_millis(3),
                 "watchdog timeout must be at least 3 ms (it is renewed every third of it)",
-            ));
-        }
-        if self.response_timeout.is_zero() {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.response_timeout.is_zero(),
                 "response timeout must be non-zero",
-            ));
-        }
-        if self.connection_timeout.is_zero() {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.connection_timeout.is_zero(),
                 "connection timeout must be non-zero",
-            ));
-        }
-        if self.subscription_timeout.is_zero() {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.subscription_timeout.is_zero(),
                 "subscription timeout must be non-zero",
-            ));
-        }
-        if self.fair_lock_wait_timeout.is_zero() {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.fair_lock_wait_timeout.is_zero(),
                 "fair lock wait timeout must be non-zero",
-            ));
-        }
-        match &self.topology {
-            Topology::Cluster { nodes } if nodes.is_empty() => {
-                return Err(LockError::InvalidArgument(
-                    "a cluster needs at least one node",
-                ))
-            }
-            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => {
-                return Err(LockError::InvalidArgument(
-                    "sentinel mode needs at least one sentinel",
-                ))
-            }
-            Topology::Sentinel { master, .. } if master.is_empty() => {
-                return Err(LockError::InvalidArgument(
-                    "the sentinel master name must not be empty",
-                ))
-            }
-            _ => {}
-        }
-        check_urls(&self.topology)?;
-        if self.replica_sync == Some(Some(Duration::ZERO)) {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                matches!(&self.topology, Topology::Cluster { nodes } if nodes.is_empty()),
+                "a cluster needs at least one node",
+            ),
+            (
+                matches!(&self.topology, Topology::Sentinel { sentinels, .. } if sentinels.is_empty()),
+                "sentinel mode needs at least one sentinel",
+            ),
+            (
+                matches!(&self.topology, Topology::Sentinel { master, .. } if master.is_empty()),
+                "the sentinel master name must not be empty",
+            ),
+            (
+                self.replica_sync == Some(Some(Duration::ZERO)),
                 "replica sync timeout must be non-zero (use None to turn it off)",
-            ));
-        }
-        if let Some(a) = self.aof_sync {
-            if a.timeout.is_zero() || a.timeout > MAX {
-                return Err(LockError::InvalidArgument(
-                    "the WAITAOF timeout must be non-zero and at most 100 years",
-                ));
-            }
-            if !a.local && a.replicas == 0 {
-                return Err(LockError::InvalidArgument(
-                    "WAITAOF needs the master (local) or at least one replica to confirm",
-                ));
-            }
-        }
-        if self.latch_queue == 0 {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                aof.is_some_and(|a| a.timeout.is_zero() || a.timeout > MAX),
+                "the WAITAOF timeout must be non-zero and at most 100 years",
+            ),
+            (
+                aof.is_some_and(|a| !a.local && a.replicas == 0),
+                "WAITAOF needs the master (local) or at least one replica to confirm",
+            ),
+            (
+                self.latch_queue == 0,
                 "the latch queue must hold at least 1 deletion",
-            ));
-        }
-        if self.retry_attempts == 0 {
-            return Err(LockError::InvalidArgument(
+            ),
+            (
+                self.retry_attempts == 0,
                 "retry attempts must be at least 1",
-            ));
+            ),
+        ];
+        match rules.iter().find(|(broken, _)| *broken) {
+            Some((_, message)) => Err(LockError::InvalidArgument(message)),
+            None => check_urls(&self.topology),
         }
-        Ok(())
     }
 }
 

@@ -4,6 +4,8 @@
 #![cfg_attr(not(test), forbid(clippy::panic))]
 #![warn(rust_2018_idioms)]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod client;
 mod config;
 mod conn;
@@ -38,7 +40,7 @@ pub use multi::{
     All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,
 };
 pub use owner::LockOwner;
-pub use raw::{Fair, Fenced, LockKind, Read, Reentrant, Write};
+pub use raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
 pub use rwlock::ReadWriteLock;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
@@ -49,3 +51,5 @@ pub type RLockGuard = LockGuard<Reentrant>;
 pub type FairLock = Lock<Fair>;
 /// Redisson's fenced lock (`RFencedLock`): [`Client::get_fenced_lock`].
 pub type FencedLock = Lock<Fenced>;
+/// Redisson's spin lock (`RSpinLock`, no pub/sub): [`Client::get_spin_lock`].
+pub type SpinLock = Lock<Spin>;

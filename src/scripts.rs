@@ -353,14 +353,14 @@ mod tests {
     fn script_hashes_are_pinned() {
         let pinned = [
             ("lock.lua", "0b13298217aa66a6663ca8530ea763c3d434ae50"),
-            ("unlock.lua", "befa8dddca0ccedf9c31c23d191cc419a6344567"),
+            ("unlock.lua", "248f8a556e42da670c69fcc8394aff2475b98a9d"),
             ("renew.lua", "80e26ac9a2f45730c658795c90023a70d74d2bc2"),
             ("expire.lua", "6bc1abcab0c540f2360887099bc2ea72c836174c"),
             (
                 "force_unlock.lua",
-                "8567bc3e6a6ccf19a9e2bb6181f42e884543edcb",
+                "7b1b6c873f95a9764550700f7b83511c7db84e0c",
             ),
-            ("trim.lua", "e2ba92ed36558e9ef2f168d32ef56f202ebf566e"),
+            ("trim.lua", "a4f0cb67604562e9f117cc8889610d9c0c6d0653"),
             (
                 "fenced_lock.lua",
                 "9025b303a578f9c7b7c98cf3a1e20ac62f7187fb",

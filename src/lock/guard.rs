@@ -241,6 +241,13 @@ impl<K: LockKind> LockGuard<K> {
     }
 }
 
+impl<K: LockKind> LockGuard<K> {
+    /// The fencing token, for kinds that issue one.
+    pub(crate) fn fencing_token(&self) -> Option<i64> {
+        self.token
+    }
+}
+
 impl LockGuard<crate::raw::Fenced> {
     /// The fencing token of this acquisition: strictly greater than every token handed out
     /// before it for this lock, by any client. Send it with every write to the protected

@@ -10,6 +10,9 @@ use crate::error::{LockError, Result};
 use crate::time::{drift, later, MAX_DURATION};
 use crate::{RLock, RLockGuard};
 
+/// Values with the index of their member.
+type Indexed<T> = Vec<(usize, T)>;
+
 /// What one member attempt came to.
 enum Node {
     Held(RLockGuard),
@@ -96,15 +99,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
             }
         }
 
-        let mut guards = Vec::new();
-        let mut errors = Vec::new();
-        for (i, node) in nodes.into_iter().enumerate() {
-            match node {
-                Node::Held(g) => guards.push((i, g)),
-                Node::Failed(e) => errors.push((i, e)),
-                Node::Busy | Node::Pending => {}
-            }
-        }
+        let (guards, errors) = split(nodes);
         if guards.len() < required {
             let acquired = guards.len();
             release_all(guards.into_iter().map(|(_, g)| g).collect()).await;
@@ -177,6 +172,20 @@ impl<P: QuorumPolicy> MultiLock<P> {
             }
         }
     }
+}
+
+/// The members held and the members failed, each with its index.
+fn split(nodes: Vec<Node>) -> (Vec<(usize, RLockGuard)>, Indexed<LockError>) {
+    let mut guards = Vec::new();
+    let mut errors = Vec::new();
+    for (i, node) in nodes.into_iter().enumerate() {
+        match node {
+            Node::Held(g) => guards.push((i, g)),
+            Node::Failed(e) => errors.push((i, e)),
+            Node::Busy | Node::Pending => {}
+        }
+    }
+    (guards, errors)
 }
 
 fn held(nodes: &[Node]) -> usize {

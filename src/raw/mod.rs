@@ -8,11 +8,14 @@ mod fair;
 mod fenced;
 mod reentrant;
 mod rw;
+mod spin;
 
 pub use fair::Fair;
 pub use fenced::Fenced;
 pub use reentrant::Reentrant;
 pub use rw::{Read, Write};
+pub(crate) use spin::Delays;
+pub use spin::{Backoff, Spin};
 
 use redis::{ScriptInvocation, Value};
 
@@ -139,10 +142,21 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn is_locked_script<'a>(&self, _key: &str) -> Option<ScriptInvocation<'a>> {
         None
     }
+
+    /// Capability: waiters poll with this backoff instead of waiting on pub/sub, and nothing is
+    /// published (the spin lock).
+    fn backoff(&self) -> Option<&Backoff> {
+        None
+    }
 }
 
 /// Everything derived from a kind's [`KindSpec`].
 pub(crate) trait KindExt: RawLock {
+    /// Whether the kind's waiters wait on pub/sub and its releases publish.
+    fn uses_pubsub(&self) -> bool {
+        self.backoff().is_none()
+    }
+
     /// The unlock channel for lock `name`.
     fn channel(&self, name: &str) -> String {
         crate::keys::prefix_name(Self::SPEC.channel_prefix, name)
@@ -242,12 +256,15 @@ pub(crate) fn read_key_prefix(key: &str) -> String {
 /// Every key and channel a lock of `kind` called `name` touches besides the key itself. On a
 /// cluster, a script may only touch keys of one hash slot, so they must all share the key's.
 pub(crate) fn related_keys<K: KindExt>(kind: &K, name: &str, field: &str) -> Vec<String> {
-    let channel = kind.channel(name);
-    let mut keys = vec![
-        kind.wait_channel(&channel, field),
-        channel,
-        crate::keys::unlock_latch(name, "00000000000000000000000000000000"),
-    ];
+    let mut keys = vec![crate::keys::unlock_latch(
+        name,
+        "00000000000000000000000000000000",
+    )];
+    if kind.uses_pubsub() {
+        let channel = kind.channel(name);
+        keys.push(kind.wait_channel(&channel, field));
+        keys.push(channel);
+    }
     keys.extend(kind.extra_keys(name, field));
     keys
 }

@@ -542,7 +542,7 @@ async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
         .await
         .unwrap()
         .is_none());
-    let quiet = eventually(SETTLE, || async { client.stats().subscribed_channels == 0 }).await;
+    let quiet = subscribed(&client, 0).await;
     assert!(quiet);
     let baseline = tokio::runtime::Handle::current()
         .metrics()

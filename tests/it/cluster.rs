@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestCluster};
-use crate::support::eventually;
+use crate::support::{eventually, subscribed};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
 
@@ -220,13 +220,7 @@ async fn sharded_pubsub_wakes_waiters_across_clients(cluster: &TestCluster) {
             g.unlock().await.unwrap();
             at
         });
-        assert!(
-            eventually(Duration::from_secs(10), || async {
-                b.stats().subscribed_channels == 1
-            })
-            .await,
-            "waiter subscribed"
-        );
+        assert!(subscribed(&b, 1).await, "waiter subscribed");
         let released = Instant::now();
         held.unlock().await.unwrap();
         let acquired = tokio::time::timeout(Duration::from_secs(20), waiter)
@@ -249,12 +243,7 @@ async fn foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(
     let _: () = raw.pexpire(name, 60_000).await.unwrap();
     let lock = c.get_lock(name);
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            c.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&c, 1).await);
     // The Java client releases: DEL, then SPUBLISH on the node owning the channel's slot.
     let _: () = raw.del(name).await.unwrap();
     let mut node = cluster.master_of(slot(&channel)).conn();
@@ -383,12 +372,7 @@ async fn plain_pubsub_mode_still_wakes(cluster: &TestCluster) {
         .unwrap();
     let lock = b.get_lock("cl-plain");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            b.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&b, 1).await);
     held.unlock().await.unwrap();
     tokio::time::timeout(Duration::from_secs(20), waiter)
         .await
@@ -478,12 +462,7 @@ async fn slot_moved_while_waiting(cluster: &TestCluster) {
     let _: () = raw.pexpire(name, 60_000).await.unwrap();
     let lock = c.get_lock(name);
     let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            c.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&c, 1).await);
     let old = cluster.master_of(slot(name)).port;
     let new = cluster.move_slot(slot(name));
     assert_ne!(old, new);

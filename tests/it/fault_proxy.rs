@@ -12,10 +12,20 @@ use redis::AsyncCommands;
 use redisson_lock::{Client, Config, LockOwner};
 
 const BOUND: Duration = Duration::from_secs(30);
-/// SHA1 of lua/lock.lua and lua/unlock.lua (pinned in src/scripts.rs): how the proxy recognises
-/// an acquire or a release on the wire (`EVALSHA <sha> ...`).
-const LOCK_SHA: &[u8] = b"0b13298217aa66a6663ca8530ea763c3d434ae50";
-const UNLOCK_SHA: &[u8] = b"befa8dddca0ccedf9c31c23d191cc419a6344567";
+/// SHA1 of a script in lua/: how the proxy recognises an acquire or a release on the wire
+/// (`EVALSHA <sha> ...`). Computed from the file, so editing a script cannot silently disarm
+/// the proxy's trap.
+fn sha_of(script: &str) -> Vec<u8> {
+    redis::Script::new(script).get_hash().as_bytes().to_vec()
+}
+
+fn lock_sha() -> Vec<u8> {
+    sha_of(include_str!("../../lua/lock.lua"))
+}
+
+fn unlock_sha() -> Vec<u8> {
+    sha_of(include_str!("../../lua/unlock.lua"))
+}
 
 /// The toy fenced resource (as in tests/holder/src/main.rs): accept a write only with a token above
 /// the highest seen.
@@ -159,12 +169,7 @@ async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed
         .collect();
     let mut raw = server.conn().await;
     assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 1 }).await);
-    assert!(
-        eventually(BOUND, || async {
-            waiter_client.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&waiter_client, 1).await);
     let connections_before = waiter_client.stats().subscriber_connections;
 
     proxy.set(Mode::Refuse);
@@ -238,7 +243,7 @@ async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
     assert_eq!(hget(&server, name, &f).await, 3);
 
     // A re-entrant release: 3 -> 2, once.
-    proxy.drop_reply_after(UNLOCK_SHA);
+    proxy.drop_reply_after(&unlock_sha());
     g3.unlock().await.unwrap();
     assert_eq!(proxy.dropped_replies(), 1);
     assert_eq!(hget(&server, name, &f).await, 2);
@@ -248,7 +253,7 @@ async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
     // The final release: the key goes and `0` is published exactly once.
     let mut listener =
         Listener::start(&server, &format!("redisson_lock__channel:{{{name}}}")).await;
-    proxy.drop_reply_after(UNLOCK_SHA);
+    proxy.drop_reply_after(&unlock_sha());
     g1.unlock().await.unwrap();
     assert_eq!(proxy.dropped_replies(), 2);
     assert!(!exists(&server, name).await);
@@ -290,7 +295,7 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
     // A re-entry whose reply is lost: Redis counted 2, the client knows 1. The retry first
     // trims back to 1, then re-enters once: exactly 2 holds for 2 guards, never 3.
     let g1 = lock.lock_with_lease(lease).await.unwrap();
-    proxy.drop_reply_after(LOCK_SHA);
+    proxy.drop_reply_after(&lock_sha());
     let g2 = lock
         .lock_with_lease(lease)
         .await
@@ -303,7 +308,7 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
     assert!(!exists(&server, name).await);
 
     // A first acquire whose reply is lost: trimmed to nothing, then taken once.
-    proxy.drop_reply_after(LOCK_SHA);
+    proxy.drop_reply_after(&lock_sha());
     let g = lock.lock_with_lease(lease).await.unwrap();
     assert_eq!(proxy.dropped_replies(), 2);
     assert_eq!(hget(&server, name, &f).await, 1, "hold count inflated");
@@ -318,8 +323,8 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
         let lock = lock.clone();
         tokio::spawn(async move { lock.try_lock_with_lease(BOUND, lease).await })
     };
-    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
-    proxy.drop_reply_after(LOCK_SHA);
+    assert!(subscribed(&client, 1).await);
+    proxy.drop_reply_after(&lock_sha());
     held.unlock().await.unwrap();
     let g = tokio::time::timeout(BOUND, waiter)
         .await
@@ -412,7 +417,7 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
         let lock = client.get_lock(name).with_owner(LockOwner::new(2));
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
     };
-    assert!(eventually(BOUND, || async { client.stats().subscribed_channels == 1 }).await);
+    assert!(subscribed(&client, 1).await);
     let accepted = proxy.accepted();
 
     proxy.set(Mode::Reset);
@@ -439,8 +444,10 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
     assert!(!exists(&server, name).await);
 }
 
-/// SHA1 of lua/fair_lock.lua (pinned in src/scripts.rs).
-const FAIR_LOCK_SHA: &[u8] = b"16090d33dbb39384259d44e739846299b3c2fc4c";
+/// SHA1 of lua/fair_lock.lua.
+fn fair_lock_sha() -> Vec<u8> {
+    sha_of(include_str!("../../lua/fair_lock.lua"))
+}
 
 /// T16 for the fair lock: a queued waiter's winning acquire loses its reply. It is undone (the
 /// lock handed on, not kept twice), the waiter rides it out, both waiters get the lock in turn,
@@ -495,7 +502,7 @@ async fn fair_waiter_whose_winning_acquire_loses_its_reply_is_safe() {
     let second = spawn_waiter(direct.clone());
     assert!(fair_queue_is(&server, name, 2).await);
 
-    proxy.drop_reply_after(FAIR_LOCK_SHA);
+    proxy.drop_reply_after(&fair_lock_sha());
     held.unlock().await.unwrap();
     tokio::time::timeout(BOUND, first).await.unwrap().unwrap();
     tokio::time::timeout(BOUND, second).await.unwrap().unwrap();

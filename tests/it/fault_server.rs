@@ -32,7 +32,7 @@ async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
         let lock = waiter.get_lock(name);
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
     };
-    assert!(eventually(BOUND, || async { waiter.stats().subscribed_channels == 1 }).await);
+    assert!(subscribed(&waiter, 1).await);
     let connections = waiter.stats().subscriber_connections;
 
     server.restart();
@@ -272,7 +272,7 @@ async fn release_during_a_server_stall_completes_after_it() {
         let lock = other.get_lock(name);
         tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
     };
-    assert!(eventually(BOUND, || async { other.stats().subscribed_channels == 1 }).await);
+    assert!(subscribed(&other, 1).await);
 
     server.pause();
     let started = std::time::Instant::now();

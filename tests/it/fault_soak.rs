@@ -79,128 +79,190 @@ async fn client_kill(server: &TestServer, kind: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_fault_mix_keeps_fencing_and_explains_every_overlap() {
-    let long = std::env::var("SOAK").is_ok_and(|v| v == "1");
-    let secs = env_u64("SOAK_SECS").unwrap_or(if long { 90 } else { 16 });
-    let n = env_u64("SOAK_HOLDERS").unwrap_or(if long { 6 } else { 3 }) as usize;
-    let seed = env_u64("SOAK_SEED").unwrap_or(0x5eed_0005);
     let kind: &'static str = match std::env::var("SOAK_KIND").as_deref() {
         Ok("rlock") => "rlock",
         Ok("fair") => "fair",
         Ok("rw") => "rw",
         _ => "fenced",
     };
-    eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}, SOAK_KIND={kind}");
+    let (secs, n, seed) = settings(&format!("SOAK_KIND={kind}"));
     let mut rng = StdRng::seed_from_u64(seed);
     let restarts = std::env::var("SOAK_RESTARTS").is_ok_and(|v| v == "1");
 
     let mut server = TestServer::start();
     let store = TestServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let stop_file = dir.path().join("stop");
     let lock = "soak";
-    let spec = {
-        let mut s = HolderSpec::new(&server.url(), lock);
-        s.store = Some(store.url());
-        s.iterations = 1_000_000;
-        s.watchdog_ms = LEASE_MS;
-        s.response_ms = 1000;
-        s.hold_ms = HOLD_MS;
-        s.rmw_ms = 2;
-        s.max_secs = secs + 60;
-        s.stop_file = Some(stop_file.clone());
-        s.kind = kind;
-        s.fair_wait_ms = 1500;
-        s
-    };
-    let mut next_id = 0;
-    let mut spawn = |gap: u64| {
-        let mut s = spec.clone();
-        s.gap_ms = gap;
-        next_id += 1;
-        if kind == "rw" {
-            // Writers and readers of one read-write lock, alternately.
-            s.kind = if next_id % 2 == 1 { "write" } else { "read" };
-        }
-        Holder::spawn(&s, history_path(dir.path(), next_id))
-    };
-    let mut live: Vec<Holder> = (0..n).map(|i| spawn(i as u64 * 3)).collect();
-    let mut dead: Vec<Holder> = Vec::new();
-    let mut open_ends: HashMap<u32, u64> = HashMap::new();
-    let mut faults = Faults::default();
-    let mut log: Vec<Fault> = Vec::new();
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.kind = kind;
+    spec.fair_wait_ms = 1500;
+    let mut fleet = Fleet::start(spec, &store, secs, n);
 
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1200))).await;
-        let victim = rng.random_range(0..live.len());
+        let victim = rng.random_range(0..fleet.live.len());
         let at = mono_ns();
         match rng.random_range(0..15u32) {
-            0..=1 => {
-                let mut h = live.swap_remove(victim);
-                let pid = h.pid();
-                open_ends.insert(pid, h.kill9());
-                log.push(Fault::new("kill9", Some(pid), at, true));
-                dead.push(h);
-                live.push(spawn(rng.random_range(0..5)));
-                faults.kill9 += 1;
-            }
-            2..=4 => {
-                // Inside the model: shorter than a renewal period.
-                live[victim].pause();
-                tokio::time::sleep(Duration::from_millis(rng.random_range(50..300))).await;
-                live[victim].resume();
-                log.push(Fault::new("short stop", Some(live[victim].pid()), at, true));
-                faults.short_stop += 1;
-            }
-            5 => {
-                // Outside the model: stopped past its lease (Kleppmann's pause).
-                let victim = pick_holding(&live, victim);
-                live[victim].pause();
-                tokio::time::sleep(Duration::from_millis(LEASE_MS + 700)).await;
-                live[victim].resume();
-                log.push(Fault::new("long stop", Some(live[victim].pid()), at, true));
-                faults.long_stop += 1;
-            }
-            6..=7 => {
-                client_kill(&server, "pubsub").await;
-                log.push(Fault::new("pubsub kill", None, at, false));
-                faults.pubsub_kill += 1;
-            }
-            8..=9 => {
-                client_kill(&server, "normal").await;
-                log.push(Fault::new("client kill", None, at, true));
-                faults.normal_kill += 1;
-            }
+            0..=1 => fleet.kill9(victim, &mut rng, at),
+            // Inside the model: shorter than a renewal period.
+            2..=4 => fleet.short_stop(victim, &mut rng, at).await,
+            // Outside the model: stopped past its lease (Kleppmann's pause).
+            5 => fleet.long_stop(victim, at).await,
+            6..=7 => fleet.client_kill(&server, "pubsub", at, false).await,
+            8..=9 => fleet.client_kill(&server, "normal", at, true).await,
             12 if restarts => {
                 // Outside the model: the lock server forgets every lock (and the token counter).
                 server.restart();
-                log.push(Fault::new("server restart", None, at, true));
-                faults.server_restart += 1;
+                fleet.log.push(Fault::new("server restart", None, at, true));
+                fleet.faults.server_restart += 1;
             }
             10..=11 => {
                 server.pause();
                 tokio::time::sleep(Duration::from_millis(rng.random_range(50..400))).await;
                 server.resume();
-                log.push(Fault::new("server stop", None, at, true));
-                faults.server_stop += 1;
+                fleet.log.push(Fault::new("server stop", None, at, true));
+                fleet.faults.server_stop += 1;
             }
-            _ => faults.none += 1,
+            _ => fleet.faults.none += 1,
         }
     }
-    std::fs::write(&stop_file, b"stop").unwrap();
-    verify(Run {
-        live,
-        dead,
-        open_ends,
-        faults,
-        log,
-        dir,
-        seed,
-        n,
-        store: &store,
-        lock,
-    })
-    .await;
+    verify(fleet.stop(seed, n, &store, lock)).await;
+}
+
+/// Soak length, holder count and seed from the environment (see the module docs).
+fn settings(label: &str) -> (u64, usize, u64) {
+    let long = std::env::var("SOAK").is_ok_and(|v| v == "1");
+    let secs = env_u64("SOAK_SECS").unwrap_or(if long { 90 } else { 16 });
+    let n = env_u64("SOAK_HOLDERS").unwrap_or(if long { 6 } else { 3 }) as usize;
+    let seed = env_u64("SOAK_SEED").unwrap_or(0x5eed_0005);
+    eprintln!("soak: {secs} s, {n} holders, SOAK_SEED={seed}, {label}");
+    (secs, n, seed)
+}
+
+/// The holder processes of one soak and the faults injected into them so far.
+struct Fleet {
+    spec: HolderSpec,
+    dir: tempfile::TempDir,
+    stop_file: std::path::PathBuf,
+    next_id: usize,
+    live: Vec<Holder>,
+    dead: Vec<Holder>,
+    open_ends: HashMap<u32, u64>,
+    faults: Faults,
+    log: Vec<Fault>,
+}
+
+impl Fleet {
+    /// Starts `n` holders of `spec` (its lock, kind and URLs set) with the soak's common
+    /// settings: watchdog leases shorter than each hold, the counter on `store`.
+    fn start(mut spec: HolderSpec, store: &TestServer, secs: u64, n: usize) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let stop_file = dir.path().join("stop");
+        spec.store = Some(store.url());
+        spec.iterations = 1_000_000;
+        spec.watchdog_ms = LEASE_MS;
+        spec.response_ms = 1000;
+        // Holds longer than the lease: only renewals keep them.
+        spec.hold_ms = HOLD_MS;
+        spec.rmw_ms = 2;
+        spec.max_secs = secs + 60;
+        spec.stop_file = Some(stop_file.clone());
+        let mut fleet = Fleet {
+            spec,
+            dir,
+            stop_file,
+            next_id: 0,
+            live: Vec::new(),
+            dead: Vec::new(),
+            open_ends: HashMap::new(),
+            faults: Faults::default(),
+            log: Vec::new(),
+        };
+        for i in 0..n {
+            let h = fleet.spawn(i as u64 * 3);
+            fleet.live.push(h);
+        }
+        fleet
+    }
+
+    fn spawn(&mut self, gap: u64) -> Holder {
+        let mut s = self.spec.clone();
+        s.gap_ms = gap;
+        self.next_id += 1;
+        if s.kind == "rw" {
+            // Writers and readers of one read-write lock, alternately.
+            s.kind = if self.next_id % 2 == 1 {
+                "write"
+            } else {
+                "read"
+            };
+        }
+        Holder::spawn(&s, history_path(self.dir.path(), self.next_id))
+    }
+
+    /// Kills a holder (its open hold ends now) and starts a new one in its place.
+    fn kill9(&mut self, victim: usize, rng: &mut StdRng, at: u64) {
+        let mut h = self.live.swap_remove(victim);
+        let pid = h.pid();
+        self.open_ends.insert(pid, h.kill9());
+        self.log.push(Fault::new("kill9", Some(pid), at, true));
+        self.dead.push(h);
+        let fresh = self.spawn(rng.random_range(0..5));
+        self.live.push(fresh);
+        self.faults.kill9 += 1;
+    }
+
+    /// Stops a holder for less than a renewal period.
+    async fn short_stop(&mut self, victim: usize, rng: &mut StdRng, at: u64) {
+        self.stop_for(victim, rng.random_range(50..300), at, "short stop")
+            .await;
+        self.faults.short_stop += 1;
+    }
+
+    /// Stops a holder that is inside a hold past its lease.
+    async fn long_stop(&mut self, victim: usize, at: u64) {
+        let victim = pick_holding(&self.live, victim);
+        self.stop_for(victim, LEASE_MS + 700, at, "long stop").await;
+        self.faults.long_stop += 1;
+    }
+
+    async fn stop_for(&mut self, victim: usize, ms: u64, at: u64, what: &'static str) {
+        self.live[victim].pause();
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        self.live[victim].resume();
+        self.log
+            .push(Fault::new(what, Some(self.live[victim].pid()), at, true));
+    }
+
+    /// Kills the `kind` (`pubsub` or `normal`) connections on `server`; `may_lose`: whether
+    /// that can explain a lost hold.
+    async fn client_kill(&mut self, server: &TestServer, kind: &str, at: u64, may_lose: bool) {
+        client_kill(server, kind).await;
+        if kind == "pubsub" {
+            self.log.push(Fault::new("pubsub kill", None, at, may_lose));
+            self.faults.pubsub_kill += 1;
+        } else {
+            self.log.push(Fault::new("client kill", None, at, may_lose));
+            self.faults.normal_kill += 1;
+        }
+    }
+
+    /// Tells the holders to stop and hands over what is left to check.
+    fn stop<'a>(self, seed: u64, n: usize, store: &'a TestServer, lock: &'a str) -> Run<'a> {
+        std::fs::write(&self.stop_file, b"stop").unwrap();
+        Run {
+            live: self.live,
+            dead: self.dead,
+            open_ends: self.open_ends,
+            faults: self.faults,
+            log: self.log,
+            dir: self.dir,
+            seed,
+            n,
+            store,
+            lock,
+        }
+    }
 }
 
 /// What a soak leaves to check.
@@ -332,88 +394,30 @@ async fn verify(run: Run<'_>) {
 /// hazard), pinned deterministically by `fault_redlock::redlock_node_restarted_empty_allows_a_second_majority`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_seeded_fault_mix_explains_every_overlap() {
-    let long = std::env::var("SOAK").is_ok_and(|v| v == "1");
-    let secs = env_u64("SOAK_SECS").unwrap_or(if long { 90 } else { 16 });
-    let n = env_u64("SOAK_HOLDERS").unwrap_or(if long { 6 } else { 3 }) as usize;
-    let seed = env_u64("SOAK_SEED").unwrap_or(0x5eed_0005);
-    eprintln!("redlock soak: {secs} s, {n} holders, SOAK_SEED={seed}");
+    let (secs, n, seed) = settings("redlock");
     let mut rng = StdRng::seed_from_u64(seed);
 
     let nodes = servers(3);
     let store = TestServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let stop_file = dir.path().join("stop");
     let lock = "soak-redlock";
-    let spec = {
-        let mut s = HolderSpec::new(&nodes[0].url(), lock);
-        s.kind = "redlock";
-        s.urls = nodes.iter().map(|n| n.url()).collect();
-        // Holds longer than the lease: only renewals keep them.
-        s.hold_ms = HOLD_MS;
-        s.store = Some(store.url());
-        s.iterations = 1_000_000;
-        s.watchdog_ms = LEASE_MS;
-        s.response_ms = 1000;
-        s.rmw_ms = 2;
-        s.max_secs = secs + 60;
-        s.stop_file = Some(stop_file.clone());
-        s
-    };
-    let mut next_id = 0;
-    let mut spawn = |gap: u64| {
-        let mut s = spec.clone();
-        s.gap_ms = gap;
-        next_id += 1;
-        Holder::spawn(&s, history_path(dir.path(), next_id))
-    };
-    let mut live: Vec<Holder> = (0..n).map(|i| spawn(i as u64 * 3)).collect();
-    let mut dead: Vec<Holder> = Vec::new();
-    let mut open_ends: HashMap<u32, u64> = HashMap::new();
-    let mut faults = Faults::default();
-    let mut log: Vec<Fault> = Vec::new();
+    let mut spec = HolderSpec::new(&nodes[0].url(), lock);
+    spec.kind = "redlock";
+    spec.urls = nodes.iter().map(|n| n.url()).collect();
+    let mut fleet = Fleet::start(spec, &store, secs, n);
 
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1200))).await;
-        let victim = rng.random_range(0..live.len());
+        let victim = rng.random_range(0..fleet.live.len());
         let node = rng.random_range(0..nodes.len());
         let at = mono_ns();
         match rng.random_range(0..15u32) {
-            0..=1 => {
-                let mut h = live.swap_remove(victim);
-                let pid = h.pid();
-                open_ends.insert(pid, h.kill9());
-                log.push(Fault::new("kill9", Some(pid), at, true));
-                dead.push(h);
-                live.push(spawn(rng.random_range(0..5)));
-                faults.kill9 += 1;
-            }
-            2..=3 => {
-                live[victim].pause();
-                tokio::time::sleep(Duration::from_millis(rng.random_range(50..300))).await;
-                live[victim].resume();
-                log.push(Fault::new("short stop", Some(live[victim].pid()), at, true));
-                faults.short_stop += 1;
-            }
-            4 => {
-                let victim = pick_holding(&live, victim);
-                live[victim].pause();
-                tokio::time::sleep(Duration::from_millis(LEASE_MS + 700)).await;
-                live[victim].resume();
-                log.push(Fault::new("long stop", Some(live[victim].pid()), at, true));
-                faults.long_stop += 1;
-            }
-            5..=6 => {
-                client_kill(&nodes[node], "pubsub").await;
-                log.push(Fault::new("pubsub kill", None, at, false));
-                faults.pubsub_kill += 1;
-            }
-            7..=8 => {
-                client_kill(&nodes[node], "normal").await;
-                // One node of three: the majority keeps every hold.
-                log.push(Fault::new("client kill", None, at, false));
-                faults.normal_kill += 1;
-            }
+            0..=1 => fleet.kill9(victim, &mut rng, at),
+            2..=3 => fleet.short_stop(victim, &mut rng, at).await,
+            4 => fleet.long_stop(victim, at).await,
+            5..=6 => fleet.client_kill(&nodes[node], "pubsub", at, false).await,
+            // One node of three: the majority keeps every hold.
+            7..=8 => fleet.client_kill(&nodes[node], "normal", at, false).await,
             9..=11 => {
                 // One node at a time, briefly or past the lease: a minority.
                 let pause = if rng.random_bool(0.5) {
@@ -425,24 +429,11 @@ async fn redlock_seeded_fault_mix_explains_every_overlap() {
                 tokio::time::sleep(Duration::from_millis(pause)).await;
                 nodes[node].resume();
                 // A minority down, inside RedLock's model: no hold may be lost for it.
-                log.push(Fault::new("node stop", None, at, false));
-                faults.server_stop += 1;
+                fleet.log.push(Fault::new("node stop", None, at, false));
+                fleet.faults.server_stop += 1;
             }
-            _ => faults.none += 1,
+            _ => fleet.faults.none += 1,
         }
     }
-    std::fs::write(&stop_file, b"stop").unwrap();
-    verify(Run {
-        live,
-        dead,
-        open_ends,
-        faults,
-        log,
-        dir,
-        seed,
-        n,
-        store: &store,
-        lock,
-    })
-    .await;
+    verify(fleet.stop(seed, n, &store, lock)).await;
 }

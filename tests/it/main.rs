@@ -6,6 +6,8 @@ mod multi_support;
 mod support;
 
 mod aof;
+#[cfg(feature = "blocking")]
+mod blocking;
 mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
@@ -31,5 +33,6 @@ mod regressions;
 mod rlock;
 mod rwlock;
 mod sentinel;
+mod spin_lock;
 mod wakeups;
 mod watchdog;

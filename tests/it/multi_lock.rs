@@ -5,10 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::multi_support::*;
-use crate::support::{eventually, TestServer};
+use crate::support::{eventually, subscribed, TestServer};
 use redisson_lock::{LockError, MultiLock, MultiLockGuard, QuorumOperation};
-
-const SETTLE: Duration = Duration::from_secs(15);
 
 fn multi(nodes: &Nodes, name: &str) -> MultiLock {
     MultiLock::new(nodes.locks(name)).unwrap()
@@ -127,12 +125,7 @@ async fn waits_for_a_busy_member_then_takes_them_all() {
     let m = multi(&nodes, "waits");
     let waiter = tokio::spawn(async move { m.try_lock_for(Duration::from_secs(20)).await });
     // Every member is busy: the waiter holds nothing and waits on member 0's channel.
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            nodes.clients[0].stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&nodes.clients[0], 1).await);
     guard.unlock().await.unwrap();
     let second = waiter.await.unwrap().unwrap().expect("woken and taken");
     assert_eq!(second.held_nodes(), vec![0, 1, 2]);
@@ -252,29 +245,7 @@ async fn ten_contenders_exactly_one_wins() {
 async fn dropped_acquire_leaves_nothing_behind() {
     let nodes = nodes(3).await;
     // Dropped while holding member 0 and waiting for member 1.
-    nodes
-        .hold_foreign(1, "dropped", Duration::from_secs(60))
-        .await;
-    let m = multi(&nodes, "dropped");
-    let task = tokio::spawn(async move { m.try_lock_for(Duration::from_secs(60)).await });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !nodes.ours(0, "dropped").await.is_empty()
-        })
-        .await
-    );
-    task.abort();
-    assert!(task.await.unwrap_err().is_cancelled());
-    assert!(
-        eventually(SETTLE, || async {
-            nodes
-                .nodes_with_ours(&nodes.all(), "dropped")
-                .await
-                .is_empty()
-        })
-        .await
-    );
-    assert!(nodes.foreign_still_holds(1, "dropped").await);
+    drop_while_waiting(&nodes, multi(&nodes, "dropped"), "dropped", &[1]).await;
 
     // Dropped at many points of an uncontended acquire.
     for step in 0..25u64 {

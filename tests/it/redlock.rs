@@ -7,8 +7,6 @@ use crate::multi_support::*;
 use crate::support::eventually;
 use redisson_lock::{QuorumOperation, RedLock};
 
-const SETTLE: Duration = Duration::from_secs(15);
-
 fn redlock(nodes: &Nodes, name: &str) -> RedLock {
     RedLock::new(nodes.locks(name)).unwrap()
 }
@@ -274,33 +272,7 @@ async fn unlock_reports_an_unreachable_node_and_releases_the_rest() {
 async fn dropped_acquire_leaves_nothing_behind() {
     let nodes = nodes(3).await;
     // Nodes 1 and 2 are busy: the acquire holds node 0 and waits for node 1.
-    for i in [1, 2] {
-        nodes
-            .hold_foreign(i, "dropped", Duration::from_secs(60))
-            .await;
-    }
-    let r = redlock(&nodes, "dropped");
-    let task = tokio::spawn(async move { r.try_lock_for(Duration::from_secs(60)).await });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !nodes.ours(0, "dropped").await.is_empty()
-        })
-        .await
-    );
-    task.abort();
-    assert!(task.await.unwrap_err().is_cancelled());
-    assert!(
-        eventually(SETTLE, || async {
-            nodes
-                .nodes_with_ours(&nodes.all(), "dropped")
-                .await
-                .is_empty()
-        })
-        .await
-    );
-    for i in [1, 2] {
-        assert!(nodes.foreign_still_holds(i, "dropped").await);
-    }
+    drop_while_waiting(&nodes, redlock(&nodes, "dropped"), "dropped", &[1, 2]).await;
 }
 
 /// Zero-wait tries that split the votes may all lose, but not forever: one alone wins at once.

@@ -762,7 +762,7 @@ async fn waiter_wakes_on_release(same_client: bool) {
         HashMap::from([(field(&client, owner), 1)])
     );
     assert!(
-        eventually(WAIT, || async { client.stats().subscribed_channels == 0 }).await,
+        subscribed(&client, 0).await,
         "waiter's subscription not released"
     );
     let mut raw2 = raw.clone();
@@ -812,7 +812,7 @@ async fn try_lock_for_gives_up_after_its_wait() {
     );
     assert_eq!(client.stats().watched_holds, 0);
     assert!(
-        eventually(WAIT, || async { client.stats().subscribed_channels == 0 }).await,
+        subscribed(&client, 0).await,
         "subscription kept after try_lock_for gave up"
     );
     // A fixed lease through try_lock_with_lease once it is free.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::LockOwner;
+use redisson_lock::{Client, LockGuard, LockOwner, Read};
 use tokio::sync::{mpsc, Barrier};
 
 /// Generous bound for anything event-driven (a wake-up, a release).
@@ -614,23 +614,30 @@ async fn reader_leaving_while_others_read_holds_nothing() {
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
 }
 
-/// One reader's watchdog renewal must not cut another reader's longer lease short: if the
-/// renewing client then dies, the lock must stay read-locked until the other lease ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_readers_renewal_never_shortens_another_readers_lease() {
-    let server = TestServer::start();
+/// A client with a short (900 ms) watchdog lease, and a read hold of `name` with a 20 s lease
+/// taken by another client.
+async fn beside_a_long_reader(server: &TestServer, name: &str) -> (Client, LockGuard<Read>) {
     let short = server
         .client_with(|c| c.with_watchdog_timeout(Duration::from_millis(900)))
         .await;
     let other = server.client().await;
-    let mut raw = server.conn().await;
-    let name = "rw:renew-max";
     let rb = other
         .get_read_write_lock(name)
         .read_lock()
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
+    (short, rb)
+}
+
+/// One reader's watchdog renewal must not cut another reader's longer lease short: if the
+/// renewing client then dies, the lock must stay read-locked until the other lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readers_renewal_never_shortens_another_readers_lease() {
+    let server = TestServer::start();
+    let mut raw = server.conn().await;
+    let name = "rw:renew-max";
+    let (short, rb) = beside_a_long_reader(&server, name).await;
     let ra = short
         .get_read_write_lock(name)
         .read_lock()
@@ -665,18 +672,9 @@ async fn a_readers_renewal_never_shortens_another_readers_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undoing_a_cancelled_read_reentry_keeps_other_leases() {
     let server = TestServer::start();
-    let short = server
-        .client_with(|c| c.with_watchdog_timeout(Duration::from_millis(900)))
-        .await;
-    let other = server.client().await;
     let mut raw = server.conn().await;
     let name = "rw:trim-max";
-    let rb = other
-        .get_read_write_lock(name)
-        .read_lock()
-        .lock_with_lease(Duration::from_secs(20))
-        .await
-        .unwrap();
+    let (short, rb) = beside_a_long_reader(&server, name).await;
     let read_a = short.get_read_write_lock(name).read_lock();
     let ra = read_a.lock().await.unwrap();
     let fa = field(&short, ra.owner());

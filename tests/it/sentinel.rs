@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
-use crate::support::eventually;
+use crate::support::subscribed;
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
@@ -68,12 +68,7 @@ async fn sentinel_locks_survive_a_failover() {
         let g = lock.lock().await?;
         g.unlock().await
     });
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            b.stats().subscribed_channels == 1
-        })
-        .await
-    );
+    assert!(subscribed(&b, 1).await);
 
     // Failover: kill the master; the sentinels promote the replica.
     let old = s.master.port;

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use redisson_lock::{Client, Config, LockError, MultiLock, QuorumError, QuorumPolicy, RLock};
 
-use crate::support::{servers, TestServer};
+use crate::support::{eventually, servers, TestServer};
+
+/// How long cleanup after a dropped or failed acquire may take.
+pub const SETTLE: Duration = Duration::from_secs(15);
 
 /// The hash field a foreign owner (another Redisson client) writes.
 pub const FOREIGN: &str = "0e1f2a3b-aaaa-bbbb-cccc-000000000000:1";
@@ -190,4 +193,35 @@ pub async fn contend<P: QuorumPolicy + 'static>(
         winners += usize::from(t.await.unwrap());
     }
     winners
+}
+
+/// Drops an acquire of `lock` while it holds member 0 and waits for the first of `busy` (held
+/// by a foreign owner): nothing of ours may remain on any node, and the foreign holds stay.
+pub async fn drop_while_waiting<P: QuorumPolicy + 'static>(
+    nodes: &Nodes,
+    lock: MultiLock<P>,
+    name: &str,
+    busy: &[usize],
+) {
+    for &i in busy {
+        nodes.hold_foreign(i, name, Duration::from_secs(60)).await;
+    }
+    let task = tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await });
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !nodes.ours(0, name).await.is_empty()
+        })
+        .await
+    );
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert!(
+        eventually(SETTLE, || async {
+            nodes.nodes_with_ours(&nodes.all(), name).await.is_empty()
+        })
+        .await
+    );
+    for &i in busy {
+        assert!(nodes.foreign_still_holds(i, name).await);
+    }
 }

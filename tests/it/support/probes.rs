@@ -34,6 +34,15 @@ pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
     n
 }
 
+/// Whether `client` comes to have `n` channels with local waiters subscribed within a generous
+/// bound (a waiter is parked on pub/sub once its channel is subscribed).
+pub async fn subscribed(client: &redisson_lock::Client, n: usize) -> bool {
+    super::eventually(std::time::Duration::from_secs(30), || async {
+        client.stats().subscribed_channels == n
+    })
+    .await
+}
+
 /// [`exists`] on a fresh connection to `server`.
 pub async fn exists_on(server: &TestServer, key: &str) -> bool {
     exists(&mut server.conn().await, key).await

@@ -35,6 +35,27 @@ else \
     return 1; \
 end;";
 
+/// `RedissonSpinLock.unlockInnerAsync` (3.24+): the RLock release without a publish. KEYS:
+/// name, latch; ARGV: lease to re-apply, owner, latch PX.
+pub const SPIN_UNLOCK: &str = "\
+local val = redis.call('get', KEYS[2]); \
+if val ~= false then \
+    return tonumber(val); \
+end; \
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then \
+    return nil; \
+end; \
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); \
+if (counter > 0) then \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+    redis.call('set', KEYS[2], 0, 'px', ARGV[3]); \
+    return 0; \
+else \
+    redis.call('del', KEYS[1]); \
+    redis.call('set', KEYS[2], 1, 'px', ARGV[3]); \
+    return 1; \
+end;";
+
 /// `RedissonBaseLock.renewExpirationAsync` (≤3.43). KEYS[1] name; ARGV: lease, owner.
 pub const RENEW: &str = "\
 if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \

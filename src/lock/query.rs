@@ -1,0 +1,164 @@
+//! The read-only questions a [`Lock`] answers: is it locked, by whom, how often, for how long.
+
+use std::time::Duration;
+
+use redis::AsyncCommands;
+
+use super::Lock;
+use crate::error::{from_script, Result};
+use crate::owner::LockOwner;
+use crate::raw::LockKind;
+
+/// Remaining time to live of a lock key, from [`Lock::remain_time_to_live`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockTtl {
+    /// The lock is not held (Redis `PTTL` -2).
+    NotLocked,
+    /// The lock is held with no expiry (`PTTL` -1; only a foreign client does that).
+    NoExpiry,
+    /// The lock expires in this much time unless renewed.
+    Expires(Duration),
+}
+
+impl<K: LockKind> Lock<K> {
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let busy = lock.is_locked().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().conn();
+        match self.shared.kind.is_locked_script(self.name()) {
+            Some(script) => {
+                let locked: i64 = script
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(|e| from_script(self.name(), e))?;
+                Ok(locked == 1)
+            }
+            None => Ok(conn.exists(self.name()).await?),
+        }
+    }
+
+    /// Whether the current owner holds the lock (Redisson's `isHeldByCurrentThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// assert!(lock.is_held_by_current().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` (of this client) holds the lock (Redisson's `isHeldByThread`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockOwner;
+    /// let held = lock.is_held_by(LockOwner::new(7)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
+        self.check_name()?;
+        let mut conn = self.client().conn();
+        conn.hexists(self.name(), self.field(owner))
+            .await
+            .map_err(|e| from_script(self.name(), e))
+    }
+
+    /// How many times the current owner holds the lock; 0 when it does not (Redisson's
+    /// `getHoldCount`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let outer = lock.lock().await?;
+    /// let inner = lock.lock().await?;
+    /// assert_eq!(lock.hold_count().await?, 2);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.check_name()?;
+        let mut conn = self.client().conn();
+        let count: Option<u32> = conn
+            .hget(self.name(), self.field(self.owner()))
+            .await
+            .map_err(|e| from_script(self.name(), e))?;
+        Ok(count.unwrap_or(0))
+    }
+
+    /// Time left before the lock expires (Redisson's `remainTimeToLive`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use redisson_lock::LockTtl;
+    /// if let LockTtl::Expires(left) = lock.remain_time_to_live().await? {
+    ///     println!("free in at most {left:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
+        self.check_name()?;
+        let mut conn = self.client().conn();
+        let ttl: i64 = conn.pttl(self.name()).await?;
+        Ok(match ttl {
+            -2 => LockTtl::NotLocked,
+            t if t < 0 => LockTtl::NoExpiry,
+            t => LockTtl::Expires(Duration::from_millis(t as u64)),
+        })
+    }
+}

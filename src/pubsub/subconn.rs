@@ -1,0 +1,155 @@
+//! The subscriber connection itself: a RESP2 pub/sub connection (standalone, the Sentinel's
+//! current master) or a RESP3 cluster connection whose pushes carry the messages, behind one
+//! subscribe / unsubscribe / next-event interface.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::conn::SentinelConn;
+use crate::error::{LockError, Result};
+
+/// Where the subscriber connects.
+pub(crate) enum Source {
+    /// One server.
+    Fixed(redis::Client),
+    /// The master the sentinels name at each (re)connect.
+    Sentinel(Arc<SentinelConn>),
+    /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE.
+    Cluster { nodes: Vec<String>, sharded: bool },
+}
+
+/// What the subscriber connection delivered.
+pub(super) enum Event {
+    Message(String, Vec<u8>),
+    /// The server dropped a subscription (a sharded channel's slot moved away).
+    Dropped(String),
+    /// The connection went away and came back on its own (cluster): wake everyone.
+    Reconnected,
+    Ignore,
+    Closed,
+}
+
+pub(super) enum SubConn {
+    Resp2 {
+        sink: redis::aio::PubSubSink,
+        stream: redis::aio::PubSubStream,
+    },
+    Cluster {
+        conn: redis::cluster_async::ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+        sharded: bool,
+    },
+}
+
+impl SubConn {
+    pub(super) async fn open(source: &Source, config: &Config) -> Result<SubConn> {
+        let within = config.connection_timeout();
+        let timed = |e| LockError::Timeout {
+            what: e,
+            waited: within,
+        };
+        match source {
+            Source::Fixed(client) => {
+                let conn = tokio::time::timeout(within, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| timed("connecting the subscriber"))??;
+                let (sink, stream) = conn.split();
+                Ok(SubConn::Resp2 { sink, stream })
+            }
+            Source::Sentinel(sentinel) => {
+                let client = sentinel.master_client().await?;
+                let conn = tokio::time::timeout(within, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| timed("connecting the subscriber"))??;
+                let (sink, stream) = conn.split();
+                Ok(SubConn::Resp2 { sink, stream })
+            }
+            Source::Cluster { nodes, sharded } => {
+                let (tx, pushes) = mpsc::unbounded_channel();
+                let conn = crate::conn::cluster_connection(nodes, config, Some(tx)).await?;
+                Ok(SubConn::Cluster {
+                    conn,
+                    pushes,
+                    sharded: *sharded,
+                })
+            }
+        }
+    }
+
+    pub(super) async fn next(&mut self) -> Event {
+        match self {
+            SubConn::Resp2 { stream, .. } => match stream.next().await {
+                Some(msg) => Event::Message(
+                    msg.get_channel_name().to_owned(),
+                    msg.get_payload_bytes().to_vec(),
+                ),
+                None => Event::Closed,
+            },
+            SubConn::Cluster { pushes, .. } => {
+                let Some(push) = pushes.recv().await else {
+                    return Event::Closed;
+                };
+                let text = |v: Option<&redis::Value>| match v {
+                    Some(redis::Value::BulkString(b)) => Some(b.clone()),
+                    Some(redis::Value::SimpleString(s)) => Some(s.clone().into_bytes()),
+                    _ => None,
+                };
+                match push.kind {
+                    redis::PushKind::Message | redis::PushKind::SMessage => {
+                        match (text(push.data.first()), text(push.data.get(1))) {
+                            (Some(channel), Some(payload)) => Event::Message(
+                                String::from_utf8_lossy(&channel).into_owned(),
+                                payload,
+                            ),
+                            _ => Event::Ignore,
+                        }
+                    }
+                    redis::PushKind::SUnsubscribe => match text(push.data.first()) {
+                        Some(channel) => {
+                            Event::Dropped(String::from_utf8_lossy(&channel).into_owned())
+                        }
+                        None => Event::Ignore,
+                    },
+                    redis::PushKind::Disconnection => Event::Reconnected,
+                    _ => Event::Ignore,
+                }
+            }
+        }
+    }
+
+    pub(super) async fn subscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Resp2 { sink, .. } => sink.subscribe(names).await,
+            SubConn::Cluster { conn, sharded, .. } => {
+                if *sharded {
+                    // One channel per command: sharded channels of one command must share a slot.
+                    for n in names {
+                        conn.ssubscribe(n).await?;
+                    }
+                    Ok(())
+                } else {
+                    conn.subscribe(names).await
+                }
+            }
+        }
+    }
+
+    pub(super) async fn unsubscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
+        match self {
+            SubConn::Resp2 { sink, .. } => sink.unsubscribe(names).await,
+            SubConn::Cluster { conn, sharded, .. } => {
+                if *sharded {
+                    for n in names {
+                        conn.sunsubscribe(n).await?;
+                    }
+                    Ok(())
+                } else {
+                    conn.unsubscribe(names).await
+                }
+            }
+        }
+    }
+}
