@@ -243,6 +243,7 @@ impl<K: LockKind> LockGuard<K> {
 
 impl<K: LockKind> LockGuard<K> {
     /// The fencing token, for kinds that issue one.
+    #[cfg(feature = "blocking")]
     pub(crate) fn fencing_token(&self) -> Option<i64> {
         self.token
     }
