@@ -245,7 +245,7 @@ MUTANTS = [
         ["--test", "rlock", "--test", "faults"],
         "a renewal that finds the hold gone is not reported to the guard",
     ),
-    # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with it).
+    # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",
         "src/bin/redisson-lock/unlock.rs",
@@ -350,7 +350,7 @@ def main():
     results = []
     try:
         print("building the unmutated tree once...", flush=True)
-        if run(["cargo", "test", "--no-run", "--all-targets", "--features", "cli", "-q"], tree, env) != 0:
+        if run(["cargo", "test", "--no-run", "--all-targets", "--all-features", "-q"], tree, env) != 0:
             print("the unmutated tree does not build", file=sys.stderr)
             return 2
         for mid, path, old, new, test, what in selected:
@@ -364,11 +364,11 @@ def main():
             open(target, "w").write(text.replace(old, new))
             started = time.time()
             # A mutant that does not compile proves nothing: build first, then run.
-            if run(["cargo", "test", "-q", "--features", "cli", "--no-run"] + targets(test), tree, env) != 0:
+            if run(["cargo", "test", "-q", "--all-features", "--no-run"] + targets(test), tree, env) != 0:
                 results.append((mid, "BROKEN (does not compile)", test, what))
                 print(f"{mid}: does not compile", flush=True)
                 continue
-            code = run(["cargo", "test", "-q", "--features", "cli"] + command(test), tree, env)
+            code = run(["cargo", "test", "-q", "--all-features"] + command(test), tree, env)
             verdict = "killed" if code != 0 else "SURVIVED"
             results.append((mid, verdict, test, what))
             print(f"{mid}: {verdict} ({time.time() - started:.0f} s)", flush=True)
@@ -379,7 +379,7 @@ def main():
     print("| mutant | bug injected | caught by | verdict |")
     print("|---|---|---|---|")
     for mid, verdict, test, what in results:
-        print(f"| `{mid}` | {what} | `cargo test --features cli {' '.join(command(test))}` | {verdict} |")
+        print(f"| `{mid}` | {what} | `cargo test --all-features {' '.join(command(test))}` | {verdict} |")
     return 0 if all(r[1] == "killed" for r in results) else 1
 
 

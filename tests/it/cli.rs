@@ -555,5 +555,15 @@ async fn works_on_a_cluster_and_through_sentinel() {
         v["holders"][0]["owner"],
         field(&client, guard.owner()).as_str()
     );
+
+    // watch subscribes on the master the sentinels name.
+    let mut watch_args = vec!["--sentinel".to_owned(), sentinel.sentinel_urls().join(",")];
+    watch_args
+        .extend(["--master", MASTER_NAME, "watch", "cli:s", "--for", "600"].map(String::from));
+    let mut watch = Watch::start(&watch_args);
+    watch.until("watching cli:s").await;
     guard.unlock().await.unwrap();
+    watch
+        .until("message redisson_lock__channel:{cli:s} 0")
+        .await;
 }
