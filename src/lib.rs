@@ -15,6 +15,7 @@ mod keys;
 mod latches;
 mod lock;
 mod multi;
+pub mod observe;
 mod owner;
 mod pubsub;
 mod raw;

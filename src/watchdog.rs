@@ -17,6 +17,7 @@ use redis::Value;
 use crate::config::millis;
 use crate::holds::Hold;
 use crate::keys::slot_of;
+use crate::observe;
 use crate::raw::Renewal;
 use crate::shared::ClientInner;
 
@@ -88,21 +89,27 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     for (chunk, epochs, reply) in join_all(batches).await {
         match reply {
             Ok(Value::Array(results)) if results.len() == chunk.len() => {
+                let mut renewed = 0;
                 for ((slot, epoch), r) in chunk.iter().zip(epochs).zip(results) {
                     if matches!(r, Value::Int(1)) {
                         slot.renewed(started);
+                        renewed += 1;
                     } else if slot.lose(epoch) {
+                        observe::lease_lost("watchdog");
                         tracing::warn!(
                             lock = %slot.key, owner = %slot.field,
                             "lock lost: the watchdog found the hold gone"
                         );
                     }
                 }
+                observe::renewed(renewed);
             }
             Ok(other) => {
+                observe::script_error();
                 tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
             }
             Err(e) => {
+                observe::script_error();
                 tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
                 expire_unrenewed(chunk, &epochs, lease);
             }
@@ -115,6 +122,7 @@ fn expire_unrenewed(chunk: &[Arc<Hold>], epochs: &[u64], lease: Duration) {
     let now = Instant::now();
     for (slot, &epoch) in chunk.iter().zip(epochs) {
         if now.duration_since(slot.renewed_at()) >= lease && slot.lose(epoch) {
+            observe::lease_lost("watchdog");
             tracing::warn!(
                 lock = %slot.key, owner = %slot.field,
                 "lock lost: not renewed for a whole lease (server unreachable)"

@@ -14,6 +14,7 @@ use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, GrantId, Hold, HoldState, Lease};
+use crate::observe::{self, Parked};
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, Delays, KindExt, LockKind, Op};
 use crate::retry::Retry;
@@ -197,6 +198,7 @@ impl<K: LockKind> Lock<K> {
         left: Duration,
         ttl_ms: i64,
     ) -> Result<Option<Granted>> {
+        let _parked = Parked::new(K::SPEC.name);
         let client = self.client();
         let wait_channel = self
             .shared
@@ -258,6 +260,7 @@ impl<K: LockKind> Lock<K> {
         deadline: Option<Instant>,
         mut delays: Delays,
     ) -> Result<Option<Granted>> {
+        let _parked = Parked::new(K::SPEC.name);
         let mut retry = Retry::attempts(self.client().config());
         let mut pause = delays.next().unwrap_or_default();
         loop {
@@ -406,6 +409,7 @@ impl<K: LockKind> Lock<K> {
     /// The error of a lock write whose outcome is unknown: [`LockError::ReplicaSync`] when it
     /// ran but no replica confirmed it, else the connection error.
     pub(super) fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {
+        observe::script_error();
         match conn.take_shortfall() {
             Some(s) => LockError::ReplicaSync {
                 key: self.name().to_owned(),

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::engine::Granted;
-use super::{Lock, Target};
+use super::{release_outcome, Lock, Target};
 use crate::error::{LockError, Result};
 use crate::holds::{GrantId, Hold};
+use crate::observe;
 use crate::owner::LockOwner;
 use crate::raw::{LockKind, Release};
 
@@ -51,6 +52,8 @@ pub struct LockGuard<K: LockKind> {
     lease: Option<(Duration, Instant)>,
     token: Option<i64>,
     armed: bool,
+    /// When the guard was handed out (for the hold-time metric).
+    taken: Instant,
 }
 
 impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
@@ -74,6 +77,7 @@ impl<K: LockKind> LockGuard<K> {
             lease: g.lease,
             token: g.token,
             armed: true,
+            taken: Instant::now(),
         }
     }
 
@@ -209,10 +213,13 @@ impl<K: LockKind> LockGuard<K> {
         // The guard stays armed until the release is in flight: dropped before that (e.g. while
         // waiting for the owner's gate), its `Drop` still releases the hold.
         let target = self.target();
-        let r = self.lock.release(&self.hold, target, &mut self.armed).await;
+        let release = self.lock.release(&self.hold, target, &mut self.armed);
+        let name = self.lock.name();
+        let r = observe::traced("release", K::SPEC.name, name, release, release_outcome).await;
         if r.is_ok() {
             self.armed = false;
         }
+        self.observe(&r);
         match r? {
             Release::NotHeld => Err(LockError::LeaseLost {
                 name: self.lock.name().to_owned(),
@@ -235,9 +242,21 @@ impl<K: LockKind> LockGuard<K> {
     }
 
     async fn release(&self) -> Result<Release> {
-        self.lock
+        let r = self
+            .lock
             .release(&self.hold, self.target(), &mut true)
-            .await
+            .await;
+        self.observe(&r);
+        r
+    }
+
+    /// Hold time of a grant given back; a lost lease when it was already gone.
+    fn observe(&self, r: &Result<Release>) {
+        match r {
+            Ok(Release::NotHeld) => observe::lease_lost("release"),
+            Ok(_) => observe::hold_time(K::SPEC.name, self.taken.elapsed()),
+            Err(_) => {}
+        }
     }
 }
 
@@ -287,6 +306,7 @@ impl<K: LockKind> Drop for LockGuard<K> {
                         lease: self.lease,
                         token: self.token,
                         armed: false,
+                        taken: self.taken,
                     };
                     rt.spawn(async move {
                         if let Err(e) = guard.release().await {

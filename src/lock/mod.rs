@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crate::error::{from_script, LockError, Result};
 use crate::keys::slot_of;
+use crate::observe;
 use crate::owner::LockOwner;
 use crate::raw::{KindExt, LockKind, Release};
 use crate::shared::Client;
@@ -141,8 +142,21 @@ impl<K: LockKind> Lock<K> {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard<K>>> {
-        let granted = self.acquire(self.request(wait, lease)).await?;
-        Ok(granted.map(|g| self.guard(g)))
+        let kind = K::SPEC.name;
+        let start = std::time::Instant::now();
+        let acquire = self.acquire(self.request(wait, lease));
+        let r = observe::traced("acquire", kind, self.name(), acquire, |g| match g {
+            Some(_) => "acquired",
+            None => "timeout",
+        })
+        .await;
+        let outcome = match &r {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "timeout",
+            Err(_) => "error",
+        };
+        observe::acquire_wait(kind, outcome, start.elapsed());
+        Ok(r?.map(|g| self.guard(g)))
     }
 
     fn guard(&self, g: Granted) -> LockGuard<K> {
@@ -333,7 +347,16 @@ impl<K: LockKind> Lock<K> {
         self.check_name()?;
         let owner = self.owner();
         let hold = self.hold(owner);
-        let r = self.release(&hold, Target::Latest, &mut true).await;
+        let mut pending = true;
+        let release = self.release(&hold, Target::Latest, &mut pending);
+        let r = observe::traced(
+            "unlock",
+            K::SPEC.name,
+            self.name(),
+            release,
+            release_outcome,
+        )
+        .await;
         self.client().holds().forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
@@ -370,15 +393,23 @@ impl<K: LockKind> Lock<K> {
         self.check_name()?;
         let mut conn = self.client().conn_synced();
         let op = self.op("", 0, 0);
-        let reply: i64 = self
-            .shared
-            .kind
-            .force_unlock_script(&op)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| from_script(self.name(), e))?;
+        let script = self.shared.kind.force_unlock_script(&op);
+        let run = async {
+            let reply: i64 = script
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| from_script(self.name(), e))?;
+            Ok(reply == 1)
+        };
         // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
-        Ok(reply == 1)
+        observe::traced("force_unlock", K::SPEC.name, self.name(), run, |deleted| {
+            if *deleted {
+                "deleted"
+            } else {
+                "not locked"
+            }
+        })
+        .await
     }
 }
 
@@ -404,6 +435,15 @@ fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'stati
          name without `{` `}` or with one non-empty hash tag, e.g. `{orders}:42` (Redisson's \
          naming rule puts the channel and latch of other names in another slot)",
     )
+}
+
+/// How a release ended, for its span.
+pub(super) fn release_outcome(r: &Release) -> &'static str {
+    match r {
+        Release::Released => "released",
+        Release::StillHeld => "still held",
+        Release::NotHeld => "not held",
+    }
 }
 
 fn check_lease(lease: Duration) -> Result<()> {

@@ -47,6 +47,7 @@ fn names(key: &str) -> (String, String) {
 
 impl RawLock for Fair {
     const SPEC: KindSpec = KindSpec {
+        name: "fair",
         channel_prefix: keys::LOCK_CHANNEL_PREFIX,
         field_suffix: "",
         per_waiter_channel: true,

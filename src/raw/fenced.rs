@@ -24,6 +24,7 @@ pub struct Fenced;
 
 impl RawLock for Fenced {
     const SPEC: KindSpec = KindSpec {
+        name: "fenced",
         channel_prefix: keys::LOCK_CHANNEL_PREFIX,
         field_suffix: "",
         per_waiter_channel: false,

@@ -101,6 +101,8 @@ impl Renewal {
 /// (channels, owner fields, trim and renewal scripts, related keys) from it.
 #[derive(Clone, Copy, Debug)]
 pub struct KindSpec {
+    /// A short name for logs and metrics: `lock`, `fair`, `fenced`, `read`, `write`, `spin`.
+    pub name: &'static str,
     /// Channel prefix: `redisson_lock__channel`, or `redisson_rwlock` for both sides of a
     /// read-write lock.
     pub channel_prefix: &'static str,

@@ -19,6 +19,7 @@ pub struct Reentrant;
 
 impl RawLock for Reentrant {
     const SPEC: KindSpec = KindSpec {
+        name: "lock",
         channel_prefix: keys::LOCK_CHANNEL_PREFIX,
         field_suffix: "",
         per_waiter_channel: false,

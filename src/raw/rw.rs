@@ -41,6 +41,7 @@ pub struct Write;
 /// `{<name>}`, or `<name>` when the name contains `{` (Redisson's `getKeyPrefix`).
 impl RawLock for Read {
     const SPEC: KindSpec = KindSpec {
+        name: "read",
         channel_prefix: keys::RWLOCK_CHANNEL_PREFIX,
         field_suffix: "",
         per_waiter_channel: false,
@@ -79,6 +80,7 @@ impl RawLock for Read {
 
 impl RawLock for Write {
     const SPEC: KindSpec = KindSpec {
+        name: "write",
         channel_prefix: keys::RWLOCK_CHANNEL_PREFIX,
         field_suffix: ":write",
         per_waiter_channel: false,

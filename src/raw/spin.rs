@@ -38,6 +38,7 @@ impl Spin {
 
 impl RawLock for Spin {
     const SPEC: KindSpec = KindSpec {
+        name: "spin",
         channel_prefix: keys::LOCK_CHANNEL_PREFIX,
         field_suffix: "",
         per_waiter_channel: false,
