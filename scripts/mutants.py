@@ -221,7 +221,7 @@ MUTANTS = [
     ),
     (
         "unlock-message",
-        "src/scripts.rs",
+        "src/scripts/mod.rs",
         """pub(crate) const UNLOCK_MESSAGE: &str = "0";""",
         """pub(crate) const UNLOCK_MESSAGE: &str = "unlocked";""",
         ["--test", "redisson_conformance"],
@@ -247,7 +247,7 @@ MUTANTS = [
     ),
     (
         "sem-wake-one",
-        "src/pubsub.rs",
+        "src/pubsub/mod.rs",
         """            for _ in 0..permits.min(waiters).max(0) {""",
         """            for _ in 0..permits.min(waiters).min(1).max(0) {""",
         ["--test", "semaphore", "a_release_wakes_as_many_waiters"],
@@ -324,6 +324,66 @@ MUTANTS = [
         ["--test", "permit_semaphore", "unknown_ids_and_bad_leases"],
         "releasing an unknown permit id reports success",
     ),
+    # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
+    (
+        "cli-force-unlock-no-publish",
+        "src/bin/redisson-lock/unlock.rs",
+        """        Kind::Reentrant => client.get_lock(name).force_unlock().await?,""",
+        """        Kind::Reentrant => {
+            let n: i64 = redis::cmd("DEL").arg(name).query_async(&mut target.conn()).await?;
+            n == 1
+        }""",
+        ["--test", "cli", "force_unlock_frees_the_lock_and_wakes"],
+        "CLI force-unlock deletes the key without the unlock message: waiters sleep until the lease ends",
+    ),
+    (
+        "cli-fair-as-rlock",
+        "src/bin/redisson-lock/unlock.rs",
+        """        Kind::Fair => client.get_fair_lock(name).force_unlock().await?,""",
+        """        Kind::Fair => client.get_lock(name).force_unlock().await?,""",
+        ["--test", "cli", "inspect_shows_a_fair_lock_queue"],
+        "CLI force-unlock of a fair lock publishes on the lock channel, not the queue head's",
+    ),
+    (
+        "cli-confirm-ignored",
+        "src/bin/redisson-lock/unlock.rs",
+        """    Ok(answer == "y" || answer == "yes")""",
+        """    Ok(!answer.is_empty() || true)""",
+        ["--test", "cli", "force_unlock_without_yes"],
+        "CLI force-unlock goes ahead whatever the answer to y/N",
+    ),
+    (
+        "cli-scan-first-page",
+        "src/bin/redisson-lock/list.rs",
+        """        if next == 0 {""",
+        """        if next == 0 || !keys.is_empty() {""",
+        ["--test", "cli", "list_scans_past_the_first_page"],
+        "CLI list stops after the first SCAN page",
+    ),
+    (
+        "cli-no-shard-numsub",
+        "src/bin/redisson-lock/inspect.rs",
+        """        total += numsub(&mut node, "SHARDNUMSUB", channels)""",
+        """        total += 0 * numsub(&mut node, "SHARDNUMSUB", channels)""",
+        ["--test", "cli", "works_on_a_cluster"],
+        "CLI waiters miss sharded subscribers (SSUBSCRIBE) on a cluster",
+    ),
+    (
+        "cli-url-not-redacted",
+        "src/bin/redisson-lock/target.rs",
+        """                redact(config.url())""",
+        """                config.url()""",
+        ["--test", "cli", "a_dead_server"],
+        "CLI connection errors print the password in the URL",
+    ),
+    (
+        "cli-watch-unsharded",
+        "src/bin/redisson-lock/target.rs",
+        """            PushConn::Cluster(c) if sharded => c.ssubscribe(channel).await?,""",
+        """            PushConn::Cluster(c) if sharded => c.subscribe(channel).await?,""",
+        ["--test", "cli", "works_on_a_cluster"],
+        "CLI watch on a cluster with sharded pub/sub subscribes with SUBSCRIBE and misses SPUBLISH",
+    ),
 ]
 
 def command(test):
@@ -369,7 +429,7 @@ def main():
     results = []
     try:
         print("building the unmutated tree once...", flush=True)
-        if run(["cargo", "test", "--no-run", "--all-targets", "-q"], tree, env) != 0:
+        if run(["cargo", "test", "--no-run", "--all-targets", "--all-features", "-q"], tree, env) != 0:
             print("the unmutated tree does not build", file=sys.stderr)
             return 2
         for mid, path, old, new, test, what in selected:
@@ -383,11 +443,11 @@ def main():
             open(target, "w").write(text.replace(old, new))
             started = time.time()
             # A mutant that does not compile proves nothing: build first, then run.
-            if run(["cargo", "test", "-q", "--no-run"] + targets(test), tree, env) != 0:
+            if run(["cargo", "test", "-q", "--all-features", "--no-run"] + targets(test), tree, env) != 0:
                 results.append((mid, "BROKEN (does not compile)", test, what))
                 print(f"{mid}: does not compile", flush=True)
                 continue
-            code = run(["cargo", "test", "-q"] + command(test), tree, env)
+            code = run(["cargo", "test", "-q", "--all-features"] + command(test), tree, env)
             verdict = "killed" if code != 0 else "SURVIVED"
             results.append((mid, verdict, test, what))
             print(f"{mid}: {verdict} ({time.time() - started:.0f} s)", flush=True)
@@ -398,7 +458,7 @@ def main():
     print("| mutant | bug injected | caught by | verdict |")
     print("|---|---|---|---|")
     for mid, verdict, test, what in results:
-        print(f"| `{mid}` | {what} | `cargo test {' '.join(command(test))}` | {verdict} |")
+        print(f"| `{mid}` | {what} | `cargo test --all-features {' '.join(command(test))}` | {verdict} |")
     return 0 if all(r[1] == "killed" for r in results) else 1
 
 

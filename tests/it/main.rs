@@ -10,6 +10,8 @@ mod aof;
 mod blocking;
 mod bounds;
 mod cancellation;
+#[cfg(feature = "cli")]
+mod cli;
 mod clock_steps;
 mod clocks;
 mod cluster;

@@ -1,0 +1,342 @@
+//! `inspect`: what a lock's keys hold, read with plain commands (what a Java client would see),
+//! and the kind detected from that data.
+//!
+//! Names follow `docs/protocol.md` and the crate's `KindSpec`s: the lock hash `<name>`, channels
+//! `redisson_lock__channel:{<name>}` / `redisson_rwlock:{<name>}`, the fair queue
+//! `redisson_lock_queue:{<name>}` and deadlines `redisson_lock_timeout:{<name>}`, the fencing
+//! counter `redisson_lock_token:{<name>}`, and read holds' `{<name>}:<field>:rwlock_timeout:<n>`.
+
+use std::collections::HashMap;
+
+use redis::AsyncCommands;
+use serde::Serialize;
+
+use crate::output::{self, now_ms};
+use crate::target::Target;
+use crate::Result;
+
+pub const LOCK_CHANNEL: &str = "redisson_lock__channel";
+pub const RWLOCK_CHANNEL: &str = "redisson_rwlock";
+const TOKEN: &str = "redisson_lock_token";
+const FAIR_QUEUE: &str = "redisson_lock_queue";
+const FAIR_TIMEOUT: &str = "redisson_lock_timeout";
+
+/// `prefix:{name}`, or `prefix:name` when `name` contains `{` (Redisson's `prefixName`).
+pub fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `{name}:suffix`, or `name:suffix` when `name` contains `{` (Redisson's `suffixName`).
+fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// What a key holds, as far as locks go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Reentrant,
+    Fair,
+    Fenced,
+    ReadWrite,
+    Unknown,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Fenced => "fenced",
+            Kind::ReadWrite => "read_write",
+            Kind::Unknown => "unknown",
+        }
+    }
+}
+
+/// One hash field of a lock: an owner and its hold count.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    /// `<client uuid>:<thread or owner id>`.
+    pub owner: String,
+    /// `exclusive` (RLock, fair, fenced), `read` or `write`.
+    pub role: &'static str,
+    pub count: i64,
+    /// Read holds: the PTTL of each `rwlock_timeout:<n>` key, n = 1..=count (-2: missing);
+    /// empty for other roles.
+    pub read_timeouts_ms: Vec<i64>,
+}
+
+/// A fair-lock waiter in the queue.
+#[derive(Clone, Debug, Serialize)]
+pub struct Queued {
+    pub owner: String,
+    /// Milliseconds until its deadline in `redisson_lock_timeout:{name}` (negative: overdue).
+    pub timeout_ms: Option<i64>,
+}
+
+/// Everything `inspect` reports (the JSON document, see docs/cli.md).
+#[derive(Clone, Debug, Serialize)]
+pub struct Inspection {
+    pub name: String,
+    /// `null` when the key does not exist (not locked).
+    pub kind: Option<Kind>,
+    pub redis_type: Option<String>,
+    /// PTTL of the key: `-1` no expiry; `null` when missing.
+    pub ttl_ms: Option<i64>,
+    /// Read-write locks: `read` or `write`.
+    pub mode: Option<String>,
+    pub holders: Vec<Holder>,
+    pub queue: Vec<Queued>,
+    /// The fencing counter `redisson_lock_token:{name}`, when it exists.
+    pub token: Option<i64>,
+    pub channels: Vec<String>,
+    /// Subscriber connections on `channels` (`PUBSUB NUMSUB`, plus `SHARDNUMSUB` on a cluster).
+    pub waiters: i64,
+    /// Unknown kinds: the value (string, or the first 100 members/entries).
+    pub value: Option<serde_json::Value>,
+}
+
+impl Inspection {
+    fn missing(name: &str) -> Inspection {
+        Inspection {
+            name: name.to_owned(),
+            kind: None,
+            redis_type: None,
+            ttl_ms: None,
+            mode: None,
+            holders: Vec::new(),
+            queue: Vec::new(),
+            token: None,
+            channels: Vec::new(),
+            waiters: 0,
+            value: None,
+        }
+    }
+}
+
+/// `inspect NAME`.
+pub async fn run(target: &Target, name: &str, json: bool) -> Result<()> {
+    let found = inspect(target, name).await?;
+    if json {
+        output::print_json(&found)
+    } else {
+        print!("{}", crate::render::inspection(&found));
+        Ok(())
+    }
+}
+
+/// The full report: data, channels and their subscribers.
+pub async fn inspect(target: &Target, name: &str) -> Result<Inspection> {
+    let mut found = read(target, name, true).await?;
+    found.channels = channels(&found);
+    found.waiters = subscribers(target, &found.channels).await?;
+    Ok(found)
+}
+
+/// Reads the key and its companions; `detail`: also the read holds' timeout keys and the value
+/// of unknown kinds.
+pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspection> {
+    let mut conn = target.conn();
+    let mut found = Inspection::missing(name);
+    let token: Option<String> = conn.get(prefix_name(TOKEN, name)).await?;
+    found.token = token.and_then(|t| t.parse().ok());
+    let redis_type: String = redis::cmd("TYPE").arg(name).query_async(&mut conn).await?;
+    if redis_type == "none" {
+        return Ok(found);
+    }
+    found.ttl_ms = Some(conn.pttl(name).await?);
+    found.redis_type = Some(redis_type.clone());
+    if redis_type == "hash" {
+        let fields: Vec<(String, String)> = conn.hgetall(name).await?;
+        if let Some(holders) = lock_holders(&fields) {
+            read_lock(target, &mut found, holders, &fields, detail).await?;
+            return Ok(found);
+        }
+    }
+    found.kind = Some(Kind::Unknown);
+    if detail {
+        found.value = value(target, name, &redis_type).await?;
+    }
+    Ok(found)
+}
+
+/// The holders of a lock hash, or `None` when the hash is not a lock (a field that is neither
+/// `mode` nor `<id>:<id>` with an integer count).
+fn lock_holders(fields: &[(String, String)]) -> Option<Vec<Holder>> {
+    let mut holders = Vec::new();
+    for (field, value) in fields {
+        if field == "mode" {
+            continue;
+        }
+        let count = value.parse::<i64>().ok()?;
+        if !field.contains(':') {
+            return None;
+        }
+        let (owner, role) = match field.strip_suffix(":write") {
+            Some(owner) => (owner.to_owned(), "write"),
+            None => (field.clone(), "exclusive"),
+        };
+        holders.push(Holder {
+            owner,
+            role,
+            count,
+            read_timeouts_ms: Vec::new(),
+        });
+    }
+    holders.sort_by(|a, b| a.owner.cmp(&b.owner).then(a.role.cmp(b.role)));
+    Some(holders)
+}
+
+async fn read_lock(
+    target: &Target,
+    found: &mut Inspection,
+    mut holders: Vec<Holder>,
+    fields: &[(String, String)],
+    detail: bool,
+) -> Result<()> {
+    let name = found.name.clone();
+    let mut conn = target.conn();
+    let mode = fields.iter().find(|(f, _)| f == "mode").map(|(_, v)| v);
+    if let Some(mode) = mode {
+        found.kind = Some(Kind::ReadWrite);
+        found.mode = Some(mode.clone());
+        for h in holders.iter_mut().filter(|h| h.role != "write") {
+            h.role = "read";
+            if detail {
+                let prefix = suffix_name(&name, &format!("{}:rwlock_timeout", h.owner));
+                for n in 1..=h.count.clamp(0, 1000) {
+                    h.read_timeouts_ms
+                        .push(conn.pttl(format!("{prefix}:{n}")).await?);
+                }
+            }
+        }
+    } else {
+        let queue_key = prefix_name(FAIR_QUEUE, &name);
+        let timeout_key = prefix_name(FAIR_TIMEOUT, &name);
+        // One key per command: a name with a stray `{` puts them in different cluster slots.
+        let fair = conn.exists::<_, bool>(&queue_key).await?
+            || conn.exists::<_, bool>(&timeout_key).await?;
+        found.kind = Some(if fair {
+            Kind::Fair
+        } else if found.token.is_some() {
+            Kind::Fenced
+        } else {
+            Kind::Reentrant
+        });
+        if fair {
+            found.queue = fair_queue(target, &queue_key, &timeout_key).await?;
+        }
+    }
+    found.holders = holders;
+    Ok(())
+}
+
+/// The fair queue in order, each waiter with the time left until its deadline.
+async fn fair_queue(target: &Target, queue_key: &str, timeout_key: &str) -> Result<Vec<Queued>> {
+    let mut conn = target.conn();
+    let owners: Vec<String> = conn.lrange(queue_key, 0, -1).await?;
+    let deadlines: Vec<(String, f64)> = conn.zrange_withscores(timeout_key, 0, -1).await?;
+    let deadlines: HashMap<String, f64> = deadlines.into_iter().collect();
+    let now = now_ms();
+    Ok(owners
+        .into_iter()
+        .map(|owner| {
+            let timeout_ms = deadlines.get(&owner).map(|d| *d as i64 - now);
+            Queued { owner, timeout_ms }
+        })
+        .collect())
+}
+
+/// A bounded look at a key that is not a lock.
+async fn value(target: &Target, name: &str, redis_type: &str) -> Result<Option<serde_json::Value>> {
+    use serde_json::json;
+    let mut conn = target.conn();
+    Ok(match redis_type {
+        "string" => {
+            let v: String = conn.get(name).await?;
+            Some(json!(v))
+        }
+        "zset" => {
+            let v: Vec<(String, f64)> = conn.zrange_withscores(name, 0, 99).await?;
+            Some(json!(v))
+        }
+        "list" => {
+            let v: Vec<String> = conn.lrange(name, 0, 99).await?;
+            Some(json!(v))
+        }
+        "set" => {
+            let v: Vec<String> = conn.srandmember_multiple(name, 100).await?;
+            Some(json!(v))
+        }
+        "hash" => {
+            let v: Vec<(String, String)> = conn.hgetall(name).await?;
+            Some(json!(v.into_iter().take(100).collect::<HashMap<_, _>>()))
+        }
+        _ => None,
+    })
+}
+
+/// The channels a lock's waiters subscribe to.
+pub fn channels(found: &Inspection) -> Vec<String> {
+    let lock = prefix_name(LOCK_CHANNEL, &found.name);
+    let rw = prefix_name(RWLOCK_CHANNEL, &found.name);
+    match found.kind {
+        None => vec![lock, rw],
+        Some(Kind::ReadWrite) => vec![rw],
+        Some(Kind::Fair) => {
+            // Each queued waiter waits on its own channel `<channel>:<owner>`.
+            let mut v: Vec<String> = found
+                .queue
+                .iter()
+                .map(|q| format!("{lock}:{}", q.owner))
+                .collect();
+            v.insert(0, lock);
+            v
+        }
+        Some(Kind::Reentrant | Kind::Fenced) => vec![lock],
+        Some(Kind::Unknown) => Vec::new(),
+    }
+}
+
+/// Subscribers of `channels`, summed over every node of a cluster (pub/sub counts are local to
+/// the node a subscriber is connected to), sharded subscriptions included.
+pub async fn subscribers(target: &Target, channels: &[String]) -> Result<i64> {
+    if channels.is_empty() {
+        return Ok(0);
+    }
+    let nodes = target.node_conns(false).await?;
+    if nodes.is_empty() {
+        return numsub(&mut target.conn(), "NUMSUB", channels).await;
+    }
+    let mut total = 0;
+    for mut node in nodes {
+        total += numsub(&mut node, "NUMSUB", channels).await?;
+        // Redis 7+ only; older servers have no sharded subscribers to count.
+        total += numsub(&mut node, "SHARDNUMSUB", channels)
+            .await
+            .unwrap_or(0);
+    }
+    Ok(total)
+}
+
+async fn numsub<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    sub: &str,
+    channels: &[String],
+) -> Result<i64> {
+    let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
+        .arg(sub)
+        .arg(channels)
+        .query_async(conn)
+        .await?;
+    Ok(reply.iter().map(|(_, n)| n).sum())
+}

@@ -1,0 +1,249 @@
+//! The deployment the CLI talks to: a connected [`Client`] (whose command connection follows
+//! the topology) plus what the crate does not route for us: one connection per cluster node (for
+//! `SCAN` and `PUBSUB NUMSUB`, which are node-local) and a push connection for `watch`.
+
+use redis::aio::MultiplexedConnection;
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, PushInfo};
+use redisson_lock::{Client, Config, Connection};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::{Failure, Global, Result};
+
+/// A cluster node as `CLUSTER NODES` describes it.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub host: String,
+    pub port: u16,
+    pub master: bool,
+}
+
+/// A connected deployment.
+pub struct Target {
+    pub client: Client,
+    config: Config,
+}
+
+impl Target {
+    /// Connects as the flags say; a failure names the (redacted) URL.
+    pub async fn connect(global: &Global) -> Result<Target> {
+        let config = if !global.cluster.is_empty() {
+            Config::cluster(global.cluster.clone())
+        } else if !global.sentinel.is_empty() {
+            let master = global.master.clone().unwrap_or_default();
+            Config::sentinel(global.sentinel.clone(), master)
+        } else {
+            Config::new(global.url.clone())
+        };
+        match Client::with_config(config.clone()).await {
+            Ok(client) => Ok(Target { client, config }),
+            Err(e) => Err(Failure(format!(
+                "cannot connect to {}: {e}",
+                redact(config.url())
+            ))),
+        }
+    }
+
+    /// A command connection routed by the crate (by key slot on a cluster).
+    pub fn conn(&self) -> Connection {
+        self.client.connection()
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(
+            self.config.topology(),
+            redisson_lock::Topology::Cluster { .. }
+        )
+    }
+
+    /// One direct connection per reachable cluster node (`masters_only`: masters only); an
+    /// empty list outside a cluster.
+    pub async fn node_conns(&self, masters_only: bool) -> Result<Vec<MultiplexedConnection>> {
+        if !self.is_cluster() {
+            return Ok(Vec::new());
+        }
+        let mut conns = Vec::new();
+        for node in self.nodes().await? {
+            if masters_only && !node.master {
+                continue;
+            }
+            let client = redis::Client::open(self.node_info(&node.host, node.port)?)?;
+            let conn = tokio::time::timeout(
+                self.config.connection_timeout(),
+                client.get_multiplexed_async_connection(),
+            )
+            .await
+            .map_err(|_| {
+                Failure(format!(
+                    "timed out connecting to {}:{}",
+                    node.host, node.port
+                ))
+            })??;
+            conns.push(conn);
+        }
+        Ok(conns)
+    }
+
+    /// The cluster's nodes, from `CLUSTER NODES` (failed and address-less nodes left out).
+    async fn nodes(&self) -> Result<Vec<Node>> {
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(parse_cluster_nodes(&text))
+    }
+
+    /// The seed's connection settings (credentials, TLS, protocol) pointed at `host:port`.
+    fn node_info(&self, host: &str, port: u16) -> Result<ConnectionInfo> {
+        let info = self.config.url().into_connection_info()?;
+        let addr = match info.addr().clone() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        Ok(info.set_addr(addr))
+    }
+
+    /// A RESP3 connection whose pushes (pub/sub messages) go to `tx`: a cluster connection on a
+    /// cluster, else a connection to the (current) master.
+    pub async fn push_conn(&self, tx: UnboundedSender<PushInfo>) -> Result<PushConn> {
+        use redisson_lock::Topology;
+        match self.config.topology() {
+            Topology::Cluster { nodes } => {
+                let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                    .use_protocol(ProtocolVersion::RESP3)
+                    .push_sender(tx)
+                    .connection_timeout(self.config.connection_timeout())
+                    .build()?;
+                Ok(PushConn::Cluster(client.get_async_connection().await?))
+            }
+            Topology::Sentinel { sentinels, master } => {
+                let mut resolver = redis::sentinel::SentinelClient::build(
+                    sentinels.clone(),
+                    master.clone(),
+                    None,
+                    redis::sentinel::SentinelServerType::Master,
+                )?;
+                let client = resolver.async_get_client().await?;
+                single_push_conn(client.get_connection_info().clone(), tx).await
+            }
+            Topology::Single { url } => {
+                single_push_conn(url.as_str().into_connection_info()?, tx).await
+            }
+            _ => Err(Failure("unsupported topology".into())),
+        }
+    }
+}
+
+async fn single_push_conn(info: ConnectionInfo, tx: UnboundedSender<PushInfo>) -> Result<PushConn> {
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(ProtocolVersion::RESP3);
+    let client = redis::Client::open(info.set_redis_settings(settings))?;
+    let config = redis::AsyncConnectionConfig::new().set_push_sender(tx);
+    let conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    Ok(PushConn::Single(conn))
+}
+
+/// A subscriber connection of either shape.
+pub enum PushConn {
+    Single(MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl PushConn {
+    pub async fn subscribe(&mut self, channel: &str, sharded: bool) -> Result<()> {
+        match self {
+            PushConn::Single(c) => c.subscribe(channel).await?,
+            PushConn::Cluster(c) if sharded => c.ssubscribe(channel).await?,
+            PushConn::Cluster(c) => c.subscribe(channel).await?,
+        }
+        Ok(())
+    }
+
+    pub async fn psubscribe(&mut self, pattern: &str) -> Result<()> {
+        match self {
+            PushConn::Single(c) => c.psubscribe(pattern).await?,
+            PushConn::Cluster(c) => c.psubscribe(pattern).await?,
+        }
+        Ok(())
+    }
+}
+
+/// Nodes of a `CLUSTER NODES` reply: `<id> <ip:port@cport[,host]> <flags> ...`.
+pub fn parse_cluster_nodes(text: &str) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
+            continue;
+        };
+        if flags.contains("fail") || flags.contains("noaddr") || flags.contains("handshake") {
+            continue;
+        }
+        let hostport = addr.split('@').next().unwrap_or("");
+        let Some((host, port)) = hostport.rsplit_once(':') else {
+            continue;
+        };
+        let Ok(port) = port.parse::<u16>() else {
+            continue;
+        };
+        if host.is_empty() || port == 0 {
+            continue;
+        }
+        nodes.push(Node {
+            host: host.to_owned(),
+            port,
+            master: flags.split(',').any(|f| f == "master"),
+        });
+    }
+    nodes
+}
+
+/// `url` with any password replaced by `***` (the crate's `Config` redaction rule).
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_nodes_parse() {
+        let text = "\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1 4 connected
+67ed 127.0.0.1:30002@40002,host-b master - 0 1 2 connected 5461-10922
+e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
+292f :0@0 master,fail,noaddr - 1 1 3 disconnected
+";
+        let nodes = parse_cluster_nodes(text);
+        assert_eq!(nodes.len(), 3, "{nodes:?}");
+        assert_eq!((nodes[0].port, nodes[0].master), (30004, false));
+        assert_eq!(
+            (nodes[1].host.as_str(), nodes[1].port),
+            ("127.0.0.1", 30002)
+        );
+        assert!(nodes[1].master && nodes[2].master);
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://:pw@h:1/"), "redis://***@h:1/");
+        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    }
+}
