@@ -288,6 +288,8 @@ impl Client {
             subscriber_connections: *self.inner.pubsub.connections().borrow(),
             pending_latch_deletions: self.inner.latches.pending(),
             dropped_latch_deletions: self.inner.latches.dropped(),
+            batches: self.inner.conn.batch_counts().0,
+            batched_operations: self.inner.conn.batch_counts().1,
         }
     }
 
@@ -331,4 +333,9 @@ pub struct ClientStats {
     pub pending_latch_deletions: usize,
     /// Unlock latches left to expire by their PX because the deletion queue was full.
     pub dropped_latch_deletions: u64,
+    /// Group-commit batches sent so far (`Config::with_batching`): script calls that carried
+    /// more than one operation.
+    pub batches: u64,
+    /// The operations those batches carried.
+    pub batched_operations: u64,
 }

@@ -110,6 +110,7 @@ pub struct Config {
     retry_delay: Duration,
     latch_queue: usize,
     aof_sync: Option<AofSync>,
+    batching: bool,
 }
 
 impl Config {
@@ -161,6 +162,7 @@ impl Config {
             retry_delay: DEFAULT_RETRY_DELAY,
             latch_queue: DEFAULT_LATCH_QUEUE,
             aof_sync: None,
+            batching: true,
         }
     }
 
@@ -265,6 +267,29 @@ impl Config {
     /// See [`Config::with_latch_queue`].
     pub fn latch_queue(&self) -> usize {
         self.latch_queue
+    }
+
+    /// Group commit of lock scripts (on by default). When a client already has two script
+    /// calls out on its connection, the acquires and releases its other tasks have ready meanwhile
+    /// leave together as **one** script call that runs each of them exactly as its own script
+    /// would (same keys, values, channels, messages and TTLs, in order; see
+    /// `docs/protocol.md`). A lone operation is sent at once as its own script, so an idle
+    /// client waits for nothing; under contention the server runs one script call per batch
+    /// instead of one per operation. Each operation keeps its own reply, errors and replica
+    /// sync. Off: every operation is its own `EVALSHA`, as Redisson sends them.
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(false);
+    /// assert!(!config.batching());
+    /// ```
+    pub fn with_batching(mut self, on: bool) -> Self {
+        self.batching = on;
+        self
+    }
+
+    /// See [`Config::with_batching`].
+    pub fn batching(&self) -> bool {
+        self.batching
     }
 
     /// Where the deployment is.

@@ -54,6 +54,48 @@ scripts! {
     PES_UPDATE_LEASE => "pes_update_lease.lua",
 }
 
+/// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the
+/// lock family's acquires and releases and their exact-outcome trims. Their index here (from
+/// 1) is their function's in [`BATCH`].
+static BATCHED: LazyLock<[(&'static Script, &'static str); 9]> = LazyLock::new(|| {
+    [
+        (&*LOCK, include_str!("../../lua/lock.lua")),
+        (&*UNLOCK, include_str!("../../lua/unlock.lua")),
+        (&*FENCED_LOCK, include_str!("../../lua/fenced_lock.lua")),
+        (&*READ_LOCK, include_str!("../../lua/read_lock.lua")),
+        (&*READ_UNLOCK, include_str!("../../lua/read_unlock.lua")),
+        (&*WRITE_LOCK, include_str!("../../lua/write_lock.lua")),
+        (&*WRITE_UNLOCK, include_str!("../../lua/write_unlock.lua")),
+        (&*TRIM, include_str!("../../lua/trim.lua")),
+        (&*EXPIRE, include_str!("../../lua/expire.lua")),
+    ]
+});
+
+/// The group-commit script: one function per [`BATCHED`] script (its file's body, unchanged)
+/// and the dispatcher `lua/batch.lua`.
+pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(&batch_source()));
+
+fn batch_source() -> String {
+    let mut src = String::from("local OPS = {}\n");
+    for (i, (_, body)) in BATCHED.iter().enumerate() {
+        src.push_str(&format!(
+            "OPS[{}] = function(KEYS, ARGV)\n{body}\nend\n",
+            i + 1
+        ));
+    }
+    src.push_str(include_str!("../../lua/batch.lua"));
+    src
+}
+
+/// The batch function index (from 1) of the script whose SHA1 is `sha`, when a batch may carry
+/// it.
+pub(crate) fn batch_index(sha: &[u8]) -> Option<u8> {
+    BATCHED
+        .iter()
+        .position(|(script, _)| script.get_hash().as_bytes() == sha)
+        .and_then(|i| u8::try_from(i + 1).ok())
+}
+
 /// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
 /// how long the latch lives.
 #[derive(Debug)]
@@ -375,7 +417,10 @@ mod tests {
                 (file, sha)
             })
             .collect();
-        let all = super::all();
+        // The batch dispatcher is pinned as a file (the script sent is built around it).
+        let dispatcher = redis::Script::new(include_str!("../../lua/batch.lua"));
+        let mut all = super::all();
+        all.push(("batch.lua", &dispatcher));
         assert_eq!(all.len(), pinned.len(), "every script is pinned");
         for ((file, script), (pfile, sha)) in all.into_iter().zip(pinned) {
             assert_eq!(file, pfile);

@@ -6,6 +6,7 @@ mod multi_support;
 mod support;
 
 mod aof;
+mod batching;
 #[cfg(feature = "blocking")]
 mod blocking;
 mod bounds;

@@ -22,6 +22,10 @@ use crate::config::{millis, AofSync, Config, Topology};
 use crate::error::LockError;
 use crate::keys::slot_of;
 
+mod batch;
+
+use batch::{Batcher, Entry};
+
 /// The command connection shared by everything a client does.
 #[derive(Clone)]
 pub(crate) struct Conn {
@@ -33,6 +37,8 @@ pub(crate) struct Conn {
     synced: bool,
     /// The last `WAIT` of this handle that no replica confirmed.
     shortfall: Option<Shortfall>,
+    /// Group commit of lock scripts (`Config::with_batching`); `None` inside the batcher.
+    batch: Option<Arc<Batcher>>,
 }
 
 /// A lock write that no replica confirmed within the sync timeout.
@@ -85,13 +91,71 @@ impl Conn {
                 replicas: DashMap::new(),
             })
         });
-        Ok(Conn {
+        let mut conn = Conn {
             kind,
             sync,
             aof: config.aof_sync(),
             synced: false,
             shortfall: None,
-        })
+            batch: None,
+        };
+        if config.batching() {
+            conn.batch = Some(Batcher::new(conn.clone()));
+        }
+        Ok(conn)
+    }
+
+    /// Group-commit counters: batches sent and the operations they carried.
+    pub(crate) fn batch_counts(&self) -> (u64, u64) {
+        self.batch.as_ref().map_or((0, 0), |b| b.counts())
+    }
+
+    /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
+    fn syncs(&self) -> bool {
+        self.synced && (self.sync.is_some() || self.aof.is_some())
+    }
+
+    /// A script on this handle, its reply apart from the sync verdict (see
+    /// [`synced_reply`](Self::synced_reply)); `sync`: follow it with `WAIT` if configured.
+    async fn send_parts(&mut self, cmd: &Cmd, sync: bool) -> RedisResult<(Value, RedisResult<()>)> {
+        match self.sync.clone() {
+            replicas if sync && (replicas.is_some() || self.aof.is_some()) => {
+                self.synced_reply(cmd, replicas.as_deref()).await
+            }
+            _ => Ok((self.raw(cmd).await?, Ok(()))),
+        }
+    }
+
+    /// Sends one command on this handle, scripts followed by `WAIT` when it syncs.
+    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self.sync.clone() {
+            sync if self.syncs() && is_script(cmd) => self.synced_write(cmd, sync.as_deref()).await,
+            _ => self.raw(cmd).await,
+        }
+    }
+
+    /// Sends a lock script through the group-commit queue.
+    async fn send_batched(&mut self, batch: Arc<Batcher>, cmd: &Cmd) -> RedisResult<Value> {
+        match batch.enter(cmd, self.syncs())? {
+            Entry::Direct(flight) => {
+                let reply = self.send(cmd).await;
+                drop(flight);
+                reply
+            }
+            Entry::Queued(reply) => match reply.await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err((e, shortfall))) => {
+                    if shortfall.is_some() {
+                        self.shortfall = shortfall;
+                    }
+                    Err(e)
+                }
+                Err(_) => Err(RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "the batch carrying this script was dropped (runtime shutting down)",
+                ))),
+            },
+        }
     }
 
     /// A handle on the same connection whose scripts are followed by `WAIT` (when replica
@@ -146,6 +210,18 @@ impl Conn {
     /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
     /// does outside single-server mode, and fails when replicas exist but none confirmed.
     async fn synced_write(&mut self, cmd: &Cmd, sync: Option<&ReplicaSync>) -> RedisResult<Value> {
+        let (reply, verdict) = self.synced_reply(cmd, sync).await?;
+        verdict.map(|()| reply)
+    }
+
+    /// [`synced_write`](Self::synced_write) with the script's reply kept apart from the sync
+    /// verdict (a shortfall is recorded on this handle and returned as the verdict's error): a
+    /// batch hands the reply to the operations that did not ask for sync.
+    async fn synced_reply(
+        &mut self,
+        cmd: &Cmd,
+        sync: Option<&ReplicaSync>,
+    ) -> RedisResult<(Value, RedisResult<()>)> {
         let slot = script_slot(cmd);
         let replicas = match sync {
             None => 0,
@@ -160,7 +236,7 @@ impl Conn {
         };
         let wait = sync.filter(|_| replicas > 0);
         if wait.is_none() && self.aof.is_none() {
-            return self.raw(cmd).await;
+            return Ok((self.raw(cmd).await?, Ok(())));
         }
         let mut pipe = redis::pipe();
         pipe.add_command(cmd.clone());
@@ -195,7 +271,10 @@ impl Conn {
                 sync.replicas.remove(&slot);
             }
             if acked == 0 {
-                return Err(self.short(replicas, sync.timeout, "replicas confirmed"));
+                return Ok((
+                    reply,
+                    Err(self.short(replicas, sync.timeout, "replicas confirmed")),
+                ));
             }
         }
         if let Some(aof) = self.aof {
@@ -204,18 +283,16 @@ impl Conn {
                     [Value::Int(l), Value::Int(r)] => (*l, *r),
                     _ => (0, 0),
                 },
-                Some(Value::ServerError(e)) => return Err(e.into()),
+                Some(Value::ServerError(e)) => return Ok((reply, Err(e.into()))),
                 _ => (0, 0),
             };
             if local < i64::from(aof.local) || remote < i64::from(aof.replicas) {
-                return Err(self.short(
-                    i64::from(aof.replicas),
-                    aof.timeout,
-                    "AOF fsyncs confirmed",
-                ));
+                let short =
+                    self.short(i64::from(aof.replicas), aof.timeout, "AOF fsyncs confirmed");
+                return Ok((reply, Err(short)));
             }
         }
-        Ok(reply)
+        Ok((reply, Ok(())))
     }
 
     /// Records a write no replica (or fsync) confirmed: the outcome counts as unknown (it may
@@ -256,11 +333,9 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            match self.sync.clone() {
-                sync if self.synced && is_script(cmd) && (sync.is_some() || self.aof.is_some()) => {
-                    self.synced_write(cmd, sync.as_deref()).await
-                }
-                _ => self.raw(cmd).await,
+            match self.batch.clone() {
+                Some(batch) if Batcher::carries(cmd) => self.send_batched(batch, cmd).await,
+                _ => self.send(cmd).await,
             }
         })
     }

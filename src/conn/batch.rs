@@ -1,0 +1,277 @@
+//! Group commit: the lock scripts that several tasks of one client have ready at the same
+//! moment go to Redis as **one** script call (`lua/batch.lua`), which runs each of them exactly
+//! as its own script would and returns every reply in order.
+//!
+//! No timer: a batch is whatever queued while this connection already had
+//! [`MAX_IN_FLIGHT`] script calls out. A lone operation, or one that finds a free flight, is
+//! sent as its own `EVALSHA` at once, so an idle client adds no latency. The batching sits
+//! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
+//! handling (a connection error is an unknown outcome for every operation of the batch, as it
+//! would be for each alone) and its own replica sync (`WAIT` follows the batch when any
+//! operation asked for it; a [`Shortfall`] is reported to each).
+//!
+//! On a cluster a batch holds operations of one hash slot (their keys share a slot by
+//! construction), so it is routed like any one of them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redis::cluster_routing::Slot;
+use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use tokio::sync::oneshot;
+
+use super::{protocol_error, Conn, Shortfall};
+use crate::keys::slot_of;
+use crate::scripts;
+
+/// Script calls one connection may have out before further ones queue into a batch.
+pub(crate) const MAX_IN_FLIGHT: usize = 2;
+
+/// A reply, or the error with the replica shortfall that caused it (if any).
+pub(super) type Outcome = Result<Value, (RedisError, Option<Shortfall>)>;
+
+/// The group-commit queue of one client's command connection.
+pub(crate) struct Batcher {
+    state: Mutex<State>,
+    /// The same connection without batching (batches and lone operations go through it).
+    conn: Conn,
+    cluster: bool,
+    runtime: tokio::runtime::Handle,
+    batches: AtomicU64,
+    batched_ops: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Queued>,
+    in_flight: usize,
+}
+
+/// One queued operation.
+struct Queued {
+    index: u8,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+    /// Its own command, sent as it is when it travels alone.
+    cmd: Cmd,
+    synced: bool,
+    tx: oneshot::Sender<Outcome>,
+}
+
+/// How an operation goes.
+pub(super) enum Entry {
+    /// A flight was free: the caller sends its command itself and holds the flight meanwhile.
+    Direct(Flight),
+    /// Queued into the next batch: its reply arrives here.
+    Queued(oneshot::Receiver<Outcome>),
+}
+
+/// One of the connection's [`MAX_IN_FLIGHT`] flights; released (or handed to the next batch)
+/// on drop, so a caller dropped mid-flight never strands the queue.
+pub(super) struct Flight(Arc<Batcher>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.0.landed();
+    }
+}
+
+impl Batcher {
+    /// A batcher over `conn` (which must not batch itself). Needs a tokio runtime.
+    pub(super) fn new(conn: Conn) -> Arc<Batcher> {
+        Arc::new(Batcher {
+            state: Mutex::new(State::default()),
+            cluster: conn.is_cluster(),
+            conn,
+            runtime: tokio::runtime::Handle::current(),
+            batches: AtomicU64::new(0),
+            batched_ops: AtomicU64::new(0),
+        })
+    }
+
+    /// Batches sent so far, and the operations they carried.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.batches.load(Ordering::Relaxed),
+            self.batched_ops.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Whether `cmd` is a script a batch may carry (compares its SHA1 only).
+    pub(super) fn carries(cmd: &Cmd) -> bool {
+        let mut args = cmd.args_iter();
+        matches!(args.next(), Some(Arg::Simple(n)) if n.eq_ignore_ascii_case(b"EVALSHA"))
+            && matches!(args.next(), Some(Arg::Simple(sha)) if scripts::batch_index(sha).is_some())
+    }
+
+    /// Takes a free flight, or queues `cmd` (which [`carries`](Self::carries) accepted).
+    pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
+        let mut state = self.state.lock();
+        if state.in_flight < MAX_IN_FLIGHT {
+            state.in_flight += 1;
+            return Ok(Entry::Direct(Flight(self.clone())));
+        }
+        let (tx, rx) = oneshot::channel();
+        let (index, keys, args) =
+            parse(cmd).ok_or_else(|| protocol_error("a batched script call of unknown shape"))?;
+        state.queue.push(Queued {
+            index,
+            keys,
+            args,
+            cmd: cmd.clone(),
+            synced,
+            tx,
+        });
+        Ok(Entry::Queued(rx))
+    }
+
+    /// A flight ended: what queued meanwhile leaves as the next batch, on the same flight.
+    fn landed(self: &Arc<Self>) {
+        let queued = {
+            let mut state = self.state.lock();
+            if state.queue.is_empty() {
+                state.in_flight -= 1;
+                return;
+            }
+            std::mem::take(&mut state.queue)
+        };
+        let flight = Flight(self.clone());
+        let this = self.clone();
+        // On a runtime that is shutting down the task is dropped unrun: the queued senders
+        // drop with it (their callers see the connection closed) and the flight is released.
+        self.runtime.spawn(async move {
+            let flight = Arc::new(flight);
+            let mut groups = this.group(queued).into_iter();
+            let Some(first) = groups.next() else { return };
+            for group in groups {
+                let (this, flight) = (this.clone(), flight.clone());
+                this.runtime.clone().spawn(async move {
+                    this.send(group).await;
+                    drop(flight);
+                });
+            }
+            this.send(first).await;
+        });
+    }
+
+    /// Splits a queue into batches, one per hash slot on a cluster (one in all otherwise),
+    /// keeping the queue's order within each. Operations whose caller is already gone are left
+    /// out: they never run, which their callers' clean-up (a trim to the known count) treats
+    /// like any unknown outcome.
+    fn group(&self, queued: Vec<Queued>) -> Vec<Vec<Queued>> {
+        let mut groups: Vec<(Option<Slot>, Vec<Queued>)> = Vec::new();
+        for q in queued.into_iter().filter(|q| !q.tx.is_closed()) {
+            let slot = match (self.cluster, q.keys.first()) {
+                (true, Some(key)) => Some(slot_of(key)),
+                _ => None,
+            };
+            match groups.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, group)) => group.push(q),
+                None => groups.push((slot, vec![q])),
+            }
+        }
+        groups.into_iter().map(|(_, g)| g).collect()
+    }
+
+    /// Sends one batch and hands each operation its reply. The batch is followed by `WAIT`
+    /// when any of its operations asked for replica sync; a shortfall fails only those.
+    async fn send(&self, mut group: Vec<Queued>) {
+        let mut conn = self.conn.clone();
+        if group.len() == 1 {
+            let q = group.pop().expect("one operation");
+            let reply = conn.send_parts(&q.cmd, q.synced).await;
+            let shortfall = conn.take_shortfall();
+            let _ = q.tx.send(match reply {
+                Ok((v, Ok(()))) => Ok(v),
+                Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
+            });
+            return;
+        }
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batched_ops
+            .fetch_add(group.len() as u64, Ordering::Relaxed);
+        let synced = group.iter().any(|q| q.synced);
+        let cmd = batch_cmd(&group);
+        let mut reply = server_error(conn.send_parts(&cmd, synced).await);
+        if matches!(&reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
+            // Not run: load the batch script (after SCRIPT FLUSH or a restart) and send again.
+            reply = match scripts::BATCH.prepare_invoke().load_async(&mut conn).await {
+                Ok(_) => server_error(conn.send_parts(&cmd, synced).await),
+                Err(e) => Err(e),
+            };
+        }
+        let shortfall = conn.take_shortfall();
+        match reply {
+            Ok((Value::Array(replies), verdict)) if replies.len() == group.len() => {
+                for (q, reply) in group.into_iter().zip(replies) {
+                    let out = match (reply, &verdict) {
+                        (Value::ServerError(e), _) => Err((RedisError::from(e), None)),
+                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),
+                        (v, _) => Ok(v),
+                    };
+                    let _ = q.tx.send(out);
+                }
+            }
+            Ok((other, _)) => {
+                tracing::warn!(reply = ?other, ops = group.len(), "a batch reply of the wrong shape");
+                let e = protocol_error("a batch reply of the wrong shape");
+                for q in group {
+                    let _ = q.tx.send(Err((e.clone(), None)));
+                }
+            }
+            Err(e) => {
+                for q in group {
+                    let _ = q.tx.send(Err((e.clone(), shortfall)));
+                }
+            }
+        }
+    }
+}
+
+/// A server error in place of the batch's reply (e.g. `NOSCRIPT`) is the batch's error.
+fn server_error(
+    reply: RedisResult<(Value, RedisResult<()>)>,
+) -> RedisResult<(Value, RedisResult<()>)> {
+    match reply {
+        Ok((Value::ServerError(e), _)) => Err(e.into()),
+        r => r,
+    }
+}
+
+/// `EVALSHA <batch> numkeys keys... n (index nkeys nargs args...)...` for `group`.
+fn batch_cmd(group: &[Queued]) -> Cmd {
+    let nkeys: usize = group.iter().map(|q| q.keys.len()).sum();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(scripts::BATCH.get_hash()).arg(nkeys);
+    for q in group {
+        for k in &q.keys {
+            cmd.arg(k.as_slice());
+        }
+    }
+    cmd.arg(group.len());
+    for q in group {
+        cmd.arg(q.index).arg(q.keys.len()).arg(q.args.len());
+        for a in &q.args {
+            cmd.arg(a.as_slice());
+        }
+    }
+    cmd
+}
+
+/// `EVALSHA sha numkeys key... arg...` split into its batch function, keys and arguments.
+#[allow(clippy::type_complexity)]
+fn parse(cmd: &Cmd) -> Option<(u8, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+    let mut args = cmd.args_iter().skip(1).map(|a| match a {
+        Arg::Simple(v) => Some(v),
+        _ => None,
+    });
+    let index = scripts::batch_index(args.next()??)?;
+    let nkeys: usize = std::str::from_utf8(args.next()??).ok()?.parse().ok()?;
+    let mut keys = Vec::with_capacity(nkeys);
+    for _ in 0..nkeys {
+        keys.push(args.next()??.to_vec());
+    }
+    let rest = args.map(|a| a.map(<[u8]>::to_vec)).collect::<Option<_>>()?;
+    Some((index, keys, rest))
+}

@@ -1,0 +1,315 @@
+//! Group commit (issue 11): lock scripts that queue while the connection has its flights out
+//! leave as one script call, and what Redis holds afterwards is exactly what the separate
+//! scripts would have left (Redisson's layout), with each operation's own reply and error.
+//!
+//! Batches are made deterministic with `CLIENT PAUSE WRITE`: the first scripts block in
+//! flight, everything sent meanwhile queues, and leaves as one batch when the pause ends.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::probes::*;
+use crate::support::*;
+use redis::AsyncCommands;
+use redisson_lock::{LockError, LockOwner};
+
+const LEASE: Duration = Duration::from_secs(60);
+
+/// Runs `n` acquires of `name(i)`, each by its own owner, while writes are paused, so that all
+/// but the first flights queue into one batch; returns each task's result.
+async fn acquire_during_pause(
+    server: &TestServer,
+    client: &redisson_lock::Client,
+    n: usize,
+    name: impl Fn(usize) -> String,
+) -> Vec<Result<(String, String), LockError>> {
+    let mut raw = server.conn().await;
+    pause_writes(&mut raw, 400).await;
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (client, name) = (client.clone(), name(i));
+            tokio::spawn(async move {
+                let owner = LockOwner::new(1_000 + i as u64);
+                let lock = client.get_lock(name.clone()).with_owner(owner);
+                match lock.try_lock_with_lease(Duration::ZERO, LEASE).await? {
+                    Some(g) => {
+                        g.detach();
+                        Ok((name, crate::support::field(&client, owner)))
+                    }
+                    None => Err(LockError::InvalidArgument("not acquired")),
+                }
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let results = acquire_during_pause(&server, &client, 24, |i| format!("gc:{i}")).await;
+    let stats = client.stats();
+    assert!(
+        stats.batches >= 1 && stats.batched_operations >= 20,
+        "the acquires sent during the pause left in batches: {stats:?}"
+    );
+    let mut raw = server.conn().await;
+    for r in results {
+        let (name, field) = r.expect("every batched acquire got its own reply");
+        // Exactly what lock.lua leaves: one field, count 1, the lease as PTTL.
+        let held = fields(&mut raw, &name).await;
+        assert_eq!(held.len(), 1, "{name}: {held:?}");
+        assert_eq!(held.get(&field), Some(&1), "{name}: {held:?}");
+        let ttl = pttl(&mut raw, &name).await;
+        assert!(ttl > 50_000 && ttl <= 60_000, "{name}: pttl {ttl}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_batching_every_script_goes_alone() {
+    let server = TestServer::start();
+    let client = server.client_with(|c| c.with_batching(false)).await;
+    let results = acquire_during_pause(&server, &client, 24, |i| format!("solo:{i}")).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(client.stats().batches, 0, "{:?}", client.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_operation_fails_alone_in_its_batch() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    // Keys 3 and 7 are strings: their acquires fail with WRONGTYPE, inside the batch.
+    raw.set::<_, _, ()>("mixed:3", "x").await.unwrap();
+    raw.set::<_, _, ()>("mixed:7", "x").await.unwrap();
+    let results = acquire_during_pause(&server, &client, 16, |i| format!("mixed:{i}")).await;
+    assert!(client.stats().batches >= 1, "{:?}", client.stats());
+    for (i, r) in results.into_iter().enumerate() {
+        match i {
+            3 | 7 => assert!(
+                matches!(r, Err(LockError::WrongType { .. })),
+                "mixed:{i}: {r:?}"
+            ),
+            _ => {
+                let (name, field) = r.unwrap_or_else(|e| panic!("mixed:{i}: {e}"));
+                assert_eq!(fields(&mut raw, &name).await.get(&field), Some(&1));
+            }
+        }
+    }
+    // The strings are untouched.
+    for k in ["mixed:3", "mixed:7"] {
+        assert_eq!(raw.get::<_, String>(k).await.unwrap(), "x");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_releases_publish_redissons_message_and_delete_the_hash() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    const N: usize = 16;
+    let mut guards = Vec::new();
+    for i in 0..N {
+        guards.push(client.get_lock(format!("rel:{i}")).lock().await.unwrap());
+    }
+    // A subscriber counts the release messages, as a Java waiter would receive them.
+    let mut pubsub = server.raw().get_async_pubsub().await.unwrap();
+    pubsub
+        .psubscribe("redisson_lock__channel:{rel:*}")
+        .await
+        .unwrap();
+    let mut raw = server.conn().await;
+    pause_writes(&mut raw, 400).await;
+    let releases: Vec<_> = guards
+        .into_iter()
+        .map(|g| tokio::spawn(async move { g.unlock().await }))
+        .collect();
+    for r in releases {
+        r.await
+            .unwrap()
+            .expect("every batched release got its own reply");
+    }
+    assert!(client.stats().batches >= 1, "{:?}", client.stats());
+    let mut messages = pubsub.on_message();
+    for _ in 0..N {
+        let msg = tokio::time::timeout(Duration::from_secs(30), futures_next(&mut messages))
+            .await
+            .expect("a release message per release");
+        let payload: String = msg.get_payload().unwrap();
+        assert_eq!(payload, "0", "Redisson's UNLOCK_MESSAGE");
+    }
+    for i in 0..N {
+        assert!(!exists(&mut raw, &format!("rel:{i}")).await);
+    }
+}
+
+async fn futures_next<S: futures_util::Stream + Unpin>(s: &mut S) -> S::Item {
+    use futures_util::StreamExt;
+    s.next().await.expect("stream open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contended_lock_excludes_under_batching() {
+    // Many tasks of one client on a few names: batches carry acquires and releases of the same
+    // lock; the critical sections never overlap and every hold count ends at zero.
+    let server = TestServer::start();
+    let client = server.client().await;
+    let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..32)
+        .map(|t| {
+            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+            tokio::spawn(async move {
+                for i in 0..40 {
+                    let k = (t + i) % 4;
+                    let guard = client.get_lock(format!("hot:{k}")).lock().await.unwrap();
+                    if inside[k].fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::task::yield_now().await;
+                    inside[k].fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    let stats = client.stats();
+    assert!(stats.batches > 0, "contention formed batches: {stats:?}");
+    let mut raw = server.conn().await;
+    for k in 0..4 {
+        assert!(!exists(&mut raw, &format!("hot:{k}")).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquires_dropped_while_queued_leave_nothing_behind() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    pause_writes(&mut raw, 400).await;
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_lock(format!("gone:{i}")).lock().await })
+        })
+        .collect();
+    // Wait until they are all queued or in flight, then drop the callers.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for t in &tasks {
+        t.abort();
+    }
+    assert!(writes_resumed(&server, Duration::from_secs(30)).await);
+    // Whatever ran is trimmed back by the clean-up; nothing stays held or tracked.
+    let clean = eventually(Duration::from_secs(30), || async {
+        let mut raw = server.conn().await;
+        let mut left = 0;
+        for i in 0..16 {
+            left += usize::from(exists(&mut raw, &format!("gone:{i}")).await);
+        }
+        left == 0 && client.stats().tracked_holds == 0
+    })
+    .await;
+    assert!(clean, "{:?}", client.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_dying_under_a_batch_fails_each_operation_cleanly() {
+    let mut server = TestServer::start();
+    let client = server
+        .client_with(|c| {
+            c.with_retry_attempts(1)
+                .with_response_timeout(Duration::from_secs(2))
+        })
+        .await;
+    let mut raw = server.conn().await;
+    pause_writes(&mut raw, 2_000).await;
+    let tasks: Vec<_> = (0..12)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .get_lock(format!("dead:{i}"))
+                    .try_lock_with_lease(Duration::ZERO, LEASE)
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill();
+    for t in tasks {
+        let r = t.await.expect("no panic");
+        assert!(r.is_err(), "a dead server is an error, not a grant: {r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_on_a_cluster_go_per_slot() {
+    let cluster = crate::support::cluster::TestCluster::start(0);
+    let client = redisson_lock::Client::with_config(redisson_lock::Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..32)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    let g = client
+                        .get_lock(format!("slotted:{}", (t * 7 + i) % 48))
+                        .lock()
+                        .await
+                        .unwrap();
+                    g.unlock().await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let stats = client.stats();
+    assert!(stats.batches > 0, "{stats:?}");
+    assert_eq!(stats.tracked_holds, 0, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
+    // The unlock script's nil reply (the owner holds nothing: the lease ran out) inside a batch
+    // must reach its own caller as an error, and must not cut the replies of the others short.
+    let server = TestServer::start();
+    let client = server.client().await;
+    const N: usize = 12;
+    let mut guards = Vec::new();
+    for i in 0..N {
+        let lock = client.get_lock(format!("lost:{i}"));
+        guards.push(lock.lock_with_lease(LEASE).await.unwrap());
+    }
+    let mut raw = server.conn().await;
+    for i in (0..N).step_by(3) {
+        // As if the lease had run out.
+        raw.del::<_, ()>(format!("lost:{i}")).await.unwrap();
+    }
+    pause_writes(&mut raw, 400).await;
+    let releases: Vec<_> = guards
+        .into_iter()
+        .map(|g| tokio::spawn(async move { g.unlock().await }))
+        .collect();
+    for (i, r) in releases.into_iter().enumerate() {
+        let r = r.await.unwrap();
+        if i % 3 == 0 {
+            assert!(r.is_err(), "lost:{i}: the hold was gone: {r:?}");
+        } else {
+            r.unwrap_or_else(|e| panic!("lost:{i}: {e}"));
+            assert!(!exists(&mut raw, &format!("lost:{i}")).await);
+        }
+    }
+    assert!(client.stats().batches >= 1, "{:?}", client.stats());
+}
