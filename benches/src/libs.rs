@@ -1,7 +1,8 @@
 //! The libraries under test behind one small interface: lock a name (waiting the library's own
 //! way), unlock it.
 //!
-//! * `ours`: `redisson_lock` `RLock::lock()` (watchdog lease) / `RLockGuard::unlock()`.
+//! * `ours`: `redisson_lock` `RLock::lock()` (watchdog lease) / `RLockGuard::unlock()`, group
+//!   commit on (the default); `ours-solo`: the same with `Config::with_batching(false)`.
 //! * `rslock`: 0.10 `LockManager::acquire_no_guard(name, 10 s)` / `unlock` (peer-bench config).
 //! * `redisson`: the `redisson` crate 0.1, `AsyncRLock::lock()` / `unlock()`, one handle per task.
 //! * `raw*`: the same commands as ours, sent straight through redis-rs with no lock logic around
@@ -55,6 +56,8 @@ pub const PEER_TTL: Duration = Duration::from_secs(10);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Ours,
+    /// Ours with group commit off (`Config::with_batching(false)`): every script alone.
+    OursSolo,
     Rslock,
     Redisson,
     Raw,
@@ -64,8 +67,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Ours,
+        Kind::OursSolo,
         Kind::Rslock,
         Kind::Redisson,
         Kind::Raw,
@@ -77,6 +81,7 @@ impl Kind {
     pub fn key(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
+            Kind::OursSolo => "ours-solo",
             Kind::Rslock => "rslock",
             Kind::Redisson => "redisson",
             Kind::Raw => "raw",
@@ -92,7 +97,10 @@ impl Kind {
 
     /// Can it wait for a held lock (W3, W3w)?
     pub fn waits(self) -> bool {
-        matches!(self, Kind::Ours | Kind::Rslock | Kind::Redisson | Kind::Raw)
+        matches!(
+            self,
+            Kind::Ours | Kind::OursSolo | Kind::Rslock | Kind::Redisson | Kind::Raw
+        )
     }
 }
 
@@ -120,6 +128,12 @@ impl Lib {
     pub async fn connect(kind: Kind, url: &str, pool: u32) -> Result<Lib> {
         Ok(match kind {
             Kind::Ours => Lib::Ours(redisson_lock::Client::connect(url).await?),
+            Kind::OursSolo => Lib::Ours(
+                redisson_lock::Client::with_config(
+                    redisson_lock::Config::new(url).with_batching(false),
+                )
+                .await?,
+            ),
             Kind::Rslock => Lib::Rslock(Arc::new(rslock::LockManager::new(vec![url.to_owned()]))),
             Kind::Redisson => {
                 let config =

@@ -294,7 +294,7 @@ async fn orchestrate(args: Args) -> Result<()> {
                 }
                 if on("w2") {
                     let counts: Vec<usize> = match kind {
-                        Kind::Ours | Kind::Rslock | Kind::Redisson => plan.w2_tasks.clone(),
+                        Kind::Ours | Kind::OursSolo | Kind::Rslock | Kind::Redisson => plan.w2_tasks.clone(),
                         _ => vec![64],
                     };
                     for n in counts {
