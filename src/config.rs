@@ -162,7 +162,7 @@ impl Config {
             retry_delay: DEFAULT_RETRY_DELAY,
             latch_queue: DEFAULT_LATCH_QUEUE,
             aof_sync: None,
-            batching: true,
+            batching: false,
         }
     }
 
@@ -269,18 +269,21 @@ impl Config {
         self.latch_queue
     }
 
-    /// Group commit of lock scripts (on by default). When a client already has two script
-    /// calls out on its connection, the acquires and releases its other tasks have ready meanwhile
-    /// leave together as **one** script call that runs each of them exactly as its own script
-    /// would (same keys, values, channels, messages and TTLs, in order; see
-    /// `docs/protocol.md`). A lone operation is sent at once as its own script, so an idle
-    /// client waits for nothing; under contention the server runs one script call per batch
-    /// instead of one per operation. Each operation keeps its own reply, errors and replica
-    /// sync. Off: every operation is its own `EVALSHA`, as Redisson sends them.
+    /// Group commit of lock scripts (off by default). When a client already has four script
+    /// calls out on its connection, the acquires and releases its other tasks have ready
+    /// meanwhile leave together as **one** script call that runs each of them exactly as its own
+    /// script would (same keys, values, channels, messages and TTLs, in order; see
+    /// `docs/protocol.md`). A lone operation is still sent at once as its own script, so an
+    /// idle client waits for nothing. Each operation keeps its own reply, errors and replica
+    /// sync.
+    ///
+    /// Measured (`docs/benchmarks.md`, "Group commit"): it pays with hundreds of concurrent
+    /// tasks per client (about +20 % lock+unlock cycles per second at 256 tasks on distinct
+    /// names) and costs at 16 to 64 (-5 to -20 %), hence off by default.
     ///
     /// ```
-    /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(false);
-    /// assert!(!config.batching());
+    /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(true);
+    /// assert!(config.batching());
     /// ```
     pub fn with_batching(mut self, on: bool) -> Self {
         self.batching = on;

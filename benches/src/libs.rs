@@ -1,8 +1,8 @@
 //! The libraries under test behind one small interface: lock a name (waiting the library's own
 //! way), unlock it.
 //!
-//! * `ours`: `redisson_lock` `RLock::lock()` (watchdog lease) / `RLockGuard::unlock()`, group
-//!   commit on (the default); `ours-solo`: the same with `Config::with_batching(false)`.
+//! * `ours`: `redisson_lock` `RLock::lock()` (watchdog lease) / `RLockGuard::unlock()` (default
+//!   config); `ours-batch`: the same with group commit on (`Config::with_batching(true)`).
 //! * `rslock`: 0.10 `LockManager::acquire_no_guard(name, 10 s)` / `unlock` (peer-bench config).
 //! * `redisson`: the `redisson` crate 0.1, `AsyncRLock::lock()` / `unlock()`, one handle per task.
 //! * `raw*`: the same commands as ours, sent straight through redis-rs with no lock logic around
@@ -56,8 +56,8 @@ pub const PEER_TTL: Duration = Duration::from_secs(10);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Ours,
-    /// Ours with group commit off (`Config::with_batching(false)`): every script alone.
-    OursSolo,
+    /// Ours with group commit on (`Config::with_batching(true)`).
+    OursBatch,
     Rslock,
     Redisson,
     Raw,
@@ -69,7 +69,7 @@ pub enum Kind {
 impl Kind {
     pub const ALL: [Kind; 8] = [
         Kind::Ours,
-        Kind::OursSolo,
+        Kind::OursBatch,
         Kind::Rslock,
         Kind::Redisson,
         Kind::Raw,
@@ -81,7 +81,7 @@ impl Kind {
     pub fn key(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
-            Kind::OursSolo => "ours-solo",
+            Kind::OursBatch => "ours-batch",
             Kind::Rslock => "rslock",
             Kind::Redisson => "redisson",
             Kind::Raw => "raw",
@@ -99,7 +99,7 @@ impl Kind {
     pub fn waits(self) -> bool {
         matches!(
             self,
-            Kind::Ours | Kind::OursSolo | Kind::Rslock | Kind::Redisson | Kind::Raw
+            Kind::Ours | Kind::OursBatch | Kind::Rslock | Kind::Redisson | Kind::Raw
         )
     }
 }
@@ -128,9 +128,9 @@ impl Lib {
     pub async fn connect(kind: Kind, url: &str, pool: u32) -> Result<Lib> {
         Ok(match kind {
             Kind::Ours => Lib::Ours(redisson_lock::Client::connect(url).await?),
-            Kind::OursSolo => Lib::Ours(
+            Kind::OursBatch => Lib::Ours(
                 redisson_lock::Client::with_config(
-                    redisson_lock::Config::new(url).with_batching(false),
+                    redisson_lock::Config::new(url).with_batching(true),
                 )
                 .await?,
             ),

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
 //!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
-//!     [--libs ours,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
+//!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //! ```
 //!
@@ -294,7 +294,9 @@ async fn orchestrate(args: Args) -> Result<()> {
                 }
                 if on("w2") {
                     let counts: Vec<usize> = match kind {
-                        Kind::Ours | Kind::OursSolo | Kind::Rslock | Kind::Redisson => plan.w2_tasks.clone(),
+                        Kind::Ours | Kind::OursBatch | Kind::Rslock | Kind::Redisson => {
+                            plan.w2_tasks.clone()
+                        }
                         _ => vec![64],
                     };
                     for n in counts {

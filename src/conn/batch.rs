@@ -3,7 +3,7 @@
 //! as its own script would and returns every reply in order.
 //!
 //! No timer: a batch is whatever queued while this connection already had
-//! [`MAX_IN_FLIGHT`] script calls out. A lone operation, or one that finds a free flight, is
+//! [`MAX_IN_FLIGHT`] script calls out (4: measured against 2 and 8 in `docs/benchmarks.md`). A lone operation, or one that finds a free flight, is
 //! sent as its own `EVALSHA` at once, so an idle client adds no latency. The batching sits
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
@@ -26,7 +26,7 @@ use crate::keys::slot_of;
 use crate::scripts;
 
 /// Script calls one connection may have out before further ones queue into a batch.
-pub(crate) const MAX_IN_FLIGHT: usize = 2;
+pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
 /// A reply, or the error with the replica shortfall that caused it (if any).
 pub(super) type Outcome = Result<Value, (RedisError, Option<Shortfall>)>;

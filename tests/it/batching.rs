@@ -52,7 +52,7 @@ async fn acquire_during_pause(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     let results = acquire_during_pause(&server, &client, 24, |i| format!("gc:{i}")).await;
     let stats = client.stats();
     assert!(
@@ -72,9 +72,10 @@ async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_batching_every_script_goes_alone() {
+async fn by_default_every_script_goes_alone() {
     let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(false)).await;
+    // Off by default.
+    let client = server.client().await;
     let results = acquire_during_pause(&server, &client, 24, |i| format!("solo:{i}")).await;
     assert!(results.iter().all(Result::is_ok));
     assert_eq!(client.stats().batches, 0, "{:?}", client.stats());
@@ -83,7 +84,7 @@ async fn without_batching_every_script_goes_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_operation_fails_alone_in_its_batch() {
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     let mut raw = server.conn().await;
     // Keys 3 and 7 are strings: their acquires fail with WRONGTYPE, inside the batch.
     raw.set::<_, _, ()>("mixed:3", "x").await.unwrap();
@@ -111,7 +112,7 @@ async fn a_failing_operation_fails_alone_in_its_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_releases_publish_redissons_message_and_delete_the_hash() {
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     const N: usize = 16;
     let mut guards = Vec::new();
     for i in 0..N {
@@ -158,7 +159,7 @@ async fn contended_lock_excludes_under_batching() {
     // Many tasks of one client on a few names: batches carry acquires and releases of the same
     // lock; the critical sections never overlap and every hold count ends at zero.
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
     let overlaps = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..32)
@@ -193,7 +194,7 @@ async fn contended_lock_excludes_under_batching() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_dropped_while_queued_leave_nothing_behind() {
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     let mut raw = server.conn().await;
     pause_writes(&mut raw, 400).await;
     let tasks: Vec<_> = (0..16)
@@ -226,7 +227,8 @@ async fn a_server_dying_under_a_batch_fails_each_operation_cleanly() {
     let mut server = TestServer::start();
     let client = server
         .client_with(|c| {
-            c.with_retry_attempts(1)
+            c.with_batching(true)
+                .with_retry_attempts(1)
                 .with_response_timeout(Duration::from_secs(2))
         })
         .await;
@@ -254,9 +256,11 @@ async fn a_server_dying_under_a_batch_fails_each_operation_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_on_a_cluster_go_per_slot() {
     let cluster = crate::support::cluster::TestCluster::start(0);
-    let client = redisson_lock::Client::with_config(redisson_lock::Config::cluster(cluster.urls()))
-        .await
-        .unwrap();
+    let client = redisson_lock::Client::with_config(
+        redisson_lock::Config::cluster(cluster.urls()).with_batching(true),
+    )
+    .await
+    .unwrap();
     let tasks: Vec<_> = (0..32)
         .map(|t| {
             let client = client.clone();
@@ -285,7 +289,7 @@ async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
     // The unlock script's nil reply (the owner holds nothing: the lease ran out) inside a batch
     // must reach its own caller as an error, and must not cut the replies of the others short.
     let server = TestServer::start();
-    let client = server.client().await;
+    let client = server.client_with(|c| c.with_batching(true)).await;
     const N: usize = 12;
     let mut guards = Vec::new();
     for i in 0..N {
