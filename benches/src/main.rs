@@ -122,6 +122,9 @@ fn parse_args() -> Result<Args> {
     Ok(a)
 }
 
+#[global_allocator]
+static ALLOC: util::Counting = util::Counting;
+
 fn main() {
     let args = match parse_args() {
         Ok(a) => a,

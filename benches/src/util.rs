@@ -24,6 +24,47 @@ pub fn cpu_ns() -> u64 {
 }
 
 /// Resident set size of this process in bytes (`VmRSS`), 0 if unknown.
+/// The process's allocator, counting the bytes currently allocated: unlike RSS, which keeps the
+/// high-water mark of transient allocations (glibc does not give freed memory back), the live
+/// count says what parked waiters actually hold.
+pub struct Counting;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(
+        &self,
+        ptr: *mut u8,
+        layout: std::alloc::Layout,
+        new_size: usize,
+    ) -> *mut u8 {
+        let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_add(new_size, std::sync::atomic::Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+/// Heap bytes allocated now (through [`Counting`]).
+pub fn live_heap_bytes() -> u64 {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed) as u64
+}
+
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -14,7 +14,9 @@ use tokio::io::AsyncReadExt;
 
 use crate::libs::{self, Kind, Lib};
 use crate::server::{self, Delta, Target};
-use crate::util::{cpu_ns, now_ns, percentile, rss_bytes, sleep_until_ns, Result, Rng};
+use crate::util::{
+    cpu_ns, live_heap_bytes, now_ns, percentile, rss_bytes, sleep_until_ns, Result, Rng,
+};
 
 /// One run's figures and notes.
 #[derive(Default, Debug)]
@@ -927,6 +929,7 @@ pub async fn many_waiters(
     };
     ready_rx.await.map_err(|_| "holders failed")?;
     let rss0 = rss_bytes();
+    let heap0 = live_heap_bytes();
     let base = server::snapshot(admin).await?;
     let mut joins = Vec::with_capacity(plan.mw_waiters);
     for i in 0..plan.mw_waiters {
@@ -959,6 +962,7 @@ pub async fn many_waiters(
     }
     let park_s = t_park.elapsed().as_secs_f64();
     let rss1 = rss_bytes();
+    let heap1 = live_heap_bytes();
     let stats = client.stats();
     let sub_conns = server::subscriber_connections(admin).await?;
     let s0 = server::snapshot(admin).await?;
@@ -985,6 +989,9 @@ pub async fn many_waiters(
     run.set("mw.client_sub_conns", stats.subscriber_connections as f64);
     run.set("mw.channels", stats.subscribed_channels as f64);
     run.set("mw.rss_per_waiter", rss1.saturating_sub(rss0) as f64 / w);
+    // What the parked waiters hold (their tasks, futures, and the client's per-waiter state),
+    // including the bench's own `JoinHandle` per waiter (a pointer) and its task wrapper.
+    run.set("mw.heap_per_waiter", heap1.saturating_sub(heap0) as f64 / w);
     run.set("mw.rss_mb", rss1 as f64 / 1048576.0);
     run.set("mw.all_ms", all_ms);
     run.set("mw.rate", w / (all_ms / 1e3));

@@ -144,7 +144,9 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<LockGuard<K>>> {
         let kind = K::SPEC.name;
         let start = std::time::Instant::now();
-        let acquire = self.acquire(self.request(wait, lease));
+        // Boxed: a parked waiter then keeps one copy of the acquisition's state (a future moved
+        // into another is otherwise laid out in both).
+        let acquire = Box::pin(self.acquire(self.request(wait, lease)));
         let r = observe::traced("acquire", kind, self.name(), acquire, |g| match g {
             Some(_) => "acquired",
             None => "timeout",
