@@ -173,7 +173,10 @@ impl<K: LockKind> Lock<K> {
             armed: true,
         });
         // Fast path: one script, no subscription.
-        let taken = match self.first_attempt(&try_).await? {
+        // Its own statement: a future awaited in a `match` scrutinee lives to the end of the
+        // match, so it would sit beside the wait loop's in every parked waiter.
+        let first = self.first_attempt(&try_).await?;
+        let taken = match first {
             Attempt::Taken(guard) => Some(guard),
             Attempt::Held { ttl_ms } => match (remaining(deadline), self.shared.kind.backoff()) {
                 (None, _) => None,

@@ -213,7 +213,9 @@ impl<K: LockKind> LockGuard<K> {
         // The guard stays armed until the release is in flight: dropped before that (e.g. while
         // waiting for the owner's gate), its `Drop` still releases the hold.
         let target = self.target();
-        let release = self.lock.release(&self.hold, target, &mut self.armed);
+        // Boxed (as the acquisition is): a task that awaits `lock()` and then `unlock()` keeps
+        // the larger of the two futures in its state for its whole life, parked included.
+        let release = Box::pin(self.lock.release(&self.hold, target, &mut self.armed));
         let name = self.lock.name();
         let r = observe::traced("release", K::SPEC.name, name, release, release_outcome).await;
         if r.is_ok() {

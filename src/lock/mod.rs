@@ -350,7 +350,7 @@ impl<K: LockKind> Lock<K> {
         let owner = self.owner();
         let hold = self.hold(owner);
         let mut pending = true;
-        let release = self.release(&hold, Target::Latest, &mut pending);
+        let release = Box::pin(self.release(&hold, Target::Latest, &mut pending));
         let r = observe::traced(
             "unlock",
             K::SPEC.name,
@@ -396,13 +396,13 @@ impl<K: LockKind> Lock<K> {
         let mut conn = self.client().conn_synced();
         let op = self.op("", 0, 0);
         let script = self.shared.kind.force_unlock_script(&op);
-        let run = async {
+        let run = Box::pin(async {
             let reply: i64 = script
                 .invoke_async(&mut conn)
                 .await
                 .map_err(|e| from_script(self.name(), e))?;
             Ok(reply == 1)
-        };
+        });
         // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
         observe::traced("force_unlock", K::SPEC.name, self.name(), run, |deleted| {
             if *deleted {
