@@ -17,12 +17,12 @@
 //! epoch they were acquired in, and a guard from an ended epoch is lost and never touches the
 //! hold count of a later acquisition by the same owner.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use dashmap::DashMap;
-use tokio::sync::{watch, Mutex, OwnedMutexGuard};
+use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 
 use crate::config::millis;
 use crate::raw::Renewal;
@@ -159,7 +159,11 @@ pub(crate) struct Hold {
     /// How the watchdog renews this hold.
     pub(crate) renewal: Renewal,
     gate: Arc<Mutex<HoldState>>,
-    epoch: watch::Sender<u64>,
+    /// The current epoch; `ended` wakes those waiting for it to move (`LockGuard::lost`). An
+    /// atomic and a `Notify` rather than a `watch` channel: a hold exists per waiting owner too,
+    /// and the channel's shared state (eight notifiers) was about 380 bytes of each.
+    epoch: AtomicU64,
+    ended: Notify,
     /// Mirrors "a watchdog grant is outstanding" so the watchdog can scan without taking gates.
     watchdog: AtomicBool,
     renewed_at: parking_lot::Mutex<Instant>,
@@ -170,7 +174,7 @@ impl std::fmt::Debug for Hold {
         f.debug_struct("Hold")
             .field("key", &self.key)
             .field("field", &self.field)
-            .field("epoch", &*self.epoch.borrow())
+            .field("epoch", &self.epoch())
             .finish()
     }
 }
@@ -182,7 +186,8 @@ impl Hold {
             field,
             renewal,
             gate: Arc::new(Mutex::new(HoldState::default())),
-            epoch: watch::channel(0).0,
+            epoch: AtomicU64::new(0),
+            ended: Notify::new(),
             watchdog: AtomicBool::new(false),
             renewed_at: parking_lot::Mutex::new(Instant::now()),
         }
@@ -199,26 +204,33 @@ impl Hold {
     }
 
     pub(crate) fn epoch(&self) -> u64 {
-        *self.epoch.borrow()
+        self.epoch.load(Ordering::Acquire)
     }
 
-    pub(crate) fn epochs(&self) -> watch::Receiver<u64> {
-        self.epoch.subscribe()
+    /// Resolves once the epoch is no longer `seen` (at once if it already moved on).
+    pub(crate) async fn epoch_ended(&self, seen: u64) {
+        loop {
+            let notified = self.ended.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so an end in between is not missed.
+            notified.as_mut().enable();
+            if self.epoch() != seen {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Ends the current epoch if it is still `seen`: every hold in it is lost.
     /// Returns whether this call ended it.
     pub(crate) fn lose(&self, seen: u64) -> bool {
-        let ended = self.epoch.send_if_modified(|e| {
-            if *e == seen {
-                *e += 1;
-                true
-            } else {
-                false
-            }
-        });
+        let ended = self
+            .epoch
+            .compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
         if ended {
             self.watchdog.store(false, Ordering::Release);
+            self.ended.notify_waiters();
         }
         ended
     }

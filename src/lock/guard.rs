@@ -164,18 +164,11 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// None: it only waits, and never fails.
     pub async fn lost(&self) {
-        let mut epochs = self.hold.epochs();
         loop {
             let deadline = self.valid_until();
-            let ended = epochs.wait_for(|e| *e != self.epoch);
-            // Drop the `watch::Ref` before the arms await: holding it keeps this future !Send.
-            let ended = tokio::time::timeout_at(deadline.into(), ended)
-                .await
-                .map(|r| r.is_ok());
-            match ended {
-                Ok(true) => return,
-                // The slot outlives the guard, so its epoch sender is never dropped.
-                Ok(false) => std::future::pending::<()>().await,
+            let ended = self.hold.epoch_ended(self.epoch);
+            match tokio::time::timeout_at(deadline.into(), ended).await {
+                Ok(()) => return,
                 // Renewed meanwhile (the deadline moved on): keep waiting.
                 Err(_) if !self.is_lost() => {
                     if self.valid_until() <= deadline {
