@@ -1,24 +1,19 @@
--- Release one hold of a Redisson RFairLock (RedissonFairLock.unlockInnerAsync), waking the queue
--- head on its own channel.
+-- Release one hold of a Redisson RFairLock (RedissonFairLock.unlockInnerAsync, without its
+-- unlock latch: a retry runs lua/trim.lua instead, as for lua/unlock.lua), waking the queue head
+-- on its own channel.
 --
 -- KEYS[1]  lock hash `<name>`
 -- KEYS[2]  queue `redisson_lock_queue:{<name>}`
 -- KEYS[3]  deadlines `redisson_lock_timeout:{<name>}`
 -- KEYS[4]  channel prefix `redisson_lock__channel:{<name>}` (waiter channel = prefix:<field>)
--- KEYS[5]  unlock latch `redisson_unlock_latch:{<name>}:<request id>`
 -- ARGV[1]  unlock message (`0`)
 -- ARGV[2]  lease in milliseconds, re-applied when holds remain
 -- ARGV[3]  owner field
 -- ARGV[4]  now, epoch milliseconds
 -- ARGV[5]  publish command
--- ARGV[6]  latch TTL in milliseconds
 --
--- Returns: latch value on a retry; nil when the owner holds nothing (the head is still woken if
+-- Returns: nil when the owner holds nothing (the head is still woken if
 -- the lock is free, as Redisson does); 0 holds remain; 1 released.
-local latch = redis.call('get', KEYS[5])
-if latch ~= false then
-    return tonumber(latch)
-end
 local now = tonumber(ARGV[4])
 while true do
     local head = redis.call('lindex', KEYS[2], 0)
@@ -41,11 +36,9 @@ end
 local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[6])
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('set', KEYS[5], 1, 'px', ARGV[6])
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
     redis.call(ARGV[5], KEYS[4] .. ':' .. head, ARGV[1])

@@ -1,25 +1,19 @@
--- Release one read hold of a Redisson RReadWriteLock (RedissonReadLock.unlockInnerAsync, 3.44+).
+-- Release one read hold of a Redisson RReadWriteLock (RedissonReadLock.unlockInnerAsync, 3.44+,
+-- without its unlock latch: a retry runs lua/trim.lua instead, as for lua/unlock.lua).
 --
 -- KEYS[1]  RW hash `<name>`
 -- KEYS[2]  channel `redisson_rwlock:{<name>}`
 -- KEYS[3]  this owner's timeout prefix `{<name>}:<field>:rwlock_timeout`
 -- KEYS[4]  key prefix `{<name>}` (`<name>` when the name contains `{`)
--- KEYS[5]  unlock latch
 -- ARGV[1]  unlock message (`0`: wakes one waiter)
 -- ARGV[2]  read owner field
 -- ARGV[3]  publish command
--- ARGV[4]  latch TTL in milliseconds
 --
--- Returns: latch value on a retry; nil when the owner holds no read hold; 0 the lock is still
+-- Returns: nil when the owner holds no read hold; 0 the lock is still
 -- held (by other readers, or by the same owner's write hold); 1 the lock was deleted and published.
-local latch = redis.call('get', KEYS[5])
-if latch ~= false then
-    return tonumber(latch)
-end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
-    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
     return nil
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
@@ -44,15 +38,12 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
     if max_remain > 0 then
         redis.call('pexpire', KEYS[1], max_remain)
-        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
         return 0
     end
     if mode == 'write' then
-        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
         return 0
     end
 end
 redis.call('del', KEYS[1])
 redis.call(ARGV[3], KEYS[2], ARGV[1])
-redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1

@@ -1,25 +1,19 @@
--- Release one write hold of a Redisson RReadWriteLock (RedissonWriteLock.unlockInnerAsync, 3.44+).
+-- Release one write hold of a Redisson RReadWriteLock (RedissonWriteLock.unlockInnerAsync, 3.44+,
+-- without its unlock latch: a retry runs lua/trim.lua instead, as for lua/unlock.lua).
 --
 -- KEYS[1]  RW hash `<name>`
 -- KEYS[2]  channel `redisson_rwlock:{<name>}`
--- KEYS[3]  unlock latch
 -- ARGV[1]  unlock message (`1`: wakes every waiter, so all readers retry)
 -- ARGV[2]  lease in milliseconds, re-applied when write holds remain
 -- ARGV[3]  write owner field
 -- ARGV[4]  publish command
--- ARGV[5]  latch TTL in milliseconds
 --
--- Returns: latch value on a retry; nil when the owner holds no write hold; 0 write holds remain;
+-- Returns: nil when the owner holds no write hold; 0 write holds remain;
 -- 1 the last write hold went (the lock was deleted and published, or, when the owner still has
 -- read holds, the mode switched to read without a message).
-local latch = redis.call('get', KEYS[3])
-if latch ~= false then
-    return tonumber(latch)
-end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5])
     return nil
 end
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -28,7 +22,6 @@ end
 local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if count > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5])
     return 0
 end
 redis.call('hdel', KEYS[1], ARGV[3])
@@ -38,5 +31,4 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-redis.call('set', KEYS[3], 1, 'px', ARGV[5])
 return 1

@@ -329,9 +329,11 @@ pub struct ClientStats {
     pub subscribed_channels: usize,
     /// Subscriber connections opened so far (grows by one per reconnect).
     pub subscriber_connections: u64,
-    /// Unlock latches waiting for the batched `UNLINK` (at most `Config::latch_queue`).
+    /// Latch keys (semaphore receipts; lock releases write none) waiting for the batched
+    /// `UNLINK` (at most `Config::latch_queue`).
     pub pending_latch_deletions: usize,
-    /// Unlock latches left to expire by their PX because the deletion queue was full.
+    /// Latch keys (semaphore receipts) left to expire by their PX because the deletion queue
+    /// was full.
     pub dropped_latch_deletions: u64,
     /// Group-commit batches sent so far (`Config::with_batching`): script calls that carried
     /// more than one operation.

@@ -25,8 +25,9 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Upper bound of the delay between tries.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 
-/// How many unlock-latch deletions may wait for the batched `UNLINK`; past that, a latch is
-/// left to expire by its own PX (the retry budget), so memory stays bounded at any unlock rate.
+/// How many latch deletions (semaphore receipts; lock releases write no latch) may wait for the
+/// batched `UNLINK`; past that, a receipt is left to expire by its own PX, so memory stays bounded
+/// at any release rate.
 pub const DEFAULT_LATCH_QUEUE: usize = 16_384;
 
 /// How long `WAIT` may take for replicas to confirm a lock write (Redisson's
@@ -255,10 +256,13 @@ impl Config {
         self
     }
 
-    /// How many unlock-latch deletions may queue for the batched `UNLINK`
-    /// ([`DEFAULT_LATCH_QUEUE`]). A latch only guards its own unlock's retries; one that finds the
-    /// queue full is not deleted but expires by its PX, so an unlock rate the deleter cannot
-    /// follow costs keys that live a few seconds, never unbounded memory. At least 1.
+    /// How many latch deletions may queue for the batched `UNLINK` ([`DEFAULT_LATCH_QUEUE`]).
+    /// The latches are the semaphore's receipts (`redisson_semaphore_latch:...`, docs/protocol.md):
+    /// lock releases write no unlock latch any more (their retries trim to the owner's known
+    /// count), so this only matters to [`Semaphore`](crate::Semaphore) users. A receipt only
+    /// guards its own request's retries; one that finds the queue full is not deleted but expires
+    /// by its PX, so a rate the deleter cannot follow costs keys that live a while, never
+    /// unbounded memory. At least 1. (The name is kept from when unlocks used it.)
     pub fn with_latch_queue(mut self, capacity: usize) -> Self {
         self.latch_queue = capacity;
         self
@@ -357,8 +361,9 @@ impl Config {
         self.retry_delay.saturating_mul(factor).min(MAX_RETRY_DELAY)
     }
 
-    /// TTL of unlock latch keys: long enough to outlive every retry of one unlock (Redisson:
-    /// `(timeout + retry delay) * retryAttempts`).
+    /// Redisson's unlock latch TTL, `(timeout + retry delay) * retryAttempts`: long enough to
+    /// outlive every retry of one request. Our unlocks write no latch; the semaphore's receipts
+    /// live at least this long.
     pub(crate) fn latch_ttl(&self) -> Duration {
         (self.response_timeout + MAX_RETRY_DELAY).saturating_mul(self.retry_attempts.max(1))
     }

@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
@@ -32,8 +32,23 @@ use crate::raw::Renewal;
 pub(crate) enum Lease {
     /// Renewed by the watchdog (taken without an explicit lease).
     Watchdog,
-    /// Fixed: the lock must not expire before `deadline` (acquire sent + lease).
-    Fixed { deadline: Instant },
+    /// Fixed: the lock must not expire before `deadline` (acquire sent + `lease`).
+    Fixed { lease: Duration, deadline: Instant },
+}
+
+impl Lease {
+    /// Until when the grant's hold cannot have expired in Redis, by the same rule as
+    /// `LockGuard::is_lost`: its lease (a fixed deadline, or the last confirmed renewal
+    /// `renewed_at` plus the watchdog lease) less Redlock's drift allowance for a server clock
+    /// that runs fast (`time::drift`). Before this instant the hold was certainly still there.
+    pub(crate) fn valid_until(&self, renewed_at: Instant, watchdog: Duration) -> Instant {
+        match *self {
+            Lease::Fixed { lease, deadline } => deadline
+                .checked_sub(crate::time::drift(lease))
+                .unwrap_or(deadline),
+            Lease::Watchdog => renewed_at + watchdog.saturating_sub(crate::time::drift(watchdog)),
+        }
+    }
 }
 
 /// Identifies one grant within its hold.
@@ -92,7 +107,7 @@ impl HoldState {
     ) -> Option<u64> {
         let grants = self.grants.iter().map(|g| match g.lease {
             Lease::Watchdog => watchdog_ms,
-            Lease::Fixed { deadline } => millis(deadline.saturating_duration_since(now)),
+            Lease::Fixed { deadline, .. } => millis(deadline.saturating_duration_since(now)),
         });
         grants.chain(extra_ms).max().map(|ms| ms.max(1))
     }
@@ -127,7 +142,7 @@ impl HoldState {
     /// Moves a fixed grant's deadline (its lease was re-applied from a later instant).
     pub(crate) fn set_deadline(&mut self, id: GrantId, deadline: Instant) {
         if let Some(g) = self.grants.iter_mut().find(|g| g.id == id) {
-            if let Lease::Fixed { deadline: d } = &mut g.lease {
+            if let Lease::Fixed { deadline: d, .. } = &mut g.lease {
                 *d = deadline;
             }
         }
@@ -327,12 +342,12 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     const WD: u64 = 30_000;
 
     fn fixed(now: Instant, ms: u64) -> Lease {
         Lease::Fixed {
+            lease: Duration::from_millis(ms),
             deadline: now + Duration::from_millis(ms),
         }
     }
@@ -365,6 +380,7 @@ mod tests {
         let now = Instant::now();
         let mut s = HoldState::default();
         s.taken(Lease::Fixed {
+            lease: Duration::from_micros(1_500),
             deadline: now + Duration::from_micros(1_500),
         });
         assert_eq!(s.expiry_ms(now, WD, None), Some(2));
@@ -453,7 +469,7 @@ mod tests {
                     .iter()
                     .map(|(_, l)| match l {
                         Lease::Watchdog => WD,
-                        Lease::Fixed { deadline } => {
+                        Lease::Fixed { deadline, .. } => {
                             millis(deadline.saturating_duration_since(now))
                         }
                     })

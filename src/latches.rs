@@ -1,13 +1,17 @@
-//! Deletes unlock latch keys in batches, a few milliseconds after their unlock returned.
+//! Deletes latch keys in batches, a few milliseconds after their request returned.
 //!
-//! A latch (`redisson_unlock_latch:{name}:<id>`) only matters while its unlock might be retried,
-//! and a retry happens before the unlock returns. Redisson sends one `DEL` per unlock; we collect
-//! them and send one `UNLINK` per batch (per hash slot on a cluster), which takes a command off
-//! every lock/unlock cycle. The latch's own PX bounds any key whose deletion is lost.
+//! The latches are the semaphore's receipts (`redisson_semaphore_latch:{name}:<id>`, see
+//! `sync/semaphore.rs`). Lock releases used to send theirs here too (Redisson's
+//! `redisson_unlock_latch:{name}:<id>`); they write none any more: an unlock retry trims to the
+//! owner's known count instead (`lock/release.rs`, docs/protocol.md "Unlock retries").
+//!
+//! A receipt only matters while its request might be retried, and a retry happens before the
+//! request returns. We collect them and send one `UNLINK` per batch (per hash slot on a cluster).
+//! The key's own PX bounds any key whose deletion is lost.
 //!
 //! The queue is bounded (`Config::with_latch_queue`): full batches go out back to back, and a
-//! deletion that finds the queue full is dropped and counted; its latch expires by its PX. So
-//! memory stays bounded at any unlock rate, and so does the number of latch keys (rate x PX).
+//! deletion that finds the queue full is dropped and counted; its key expires by its PX. So
+//! memory stays bounded at any release rate, and so does the number of latch keys (rate x PX).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

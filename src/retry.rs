@@ -4,7 +4,9 @@
 //! * the acquire's first try and its wait loop (`lock/engine.rs`): a failed acquire is tried
 //!   again only after the owner's gate knows its outcome may be unknown, so the next try first
 //!   trims whatever it may have taken (never a blind retry that inflates the hold count);
-//! * the release script, with one request id for every try (its latch makes a repeat harmless);
+//! * the release script: sent again only after a try that cannot have run (a redirection);
+//!   after an unknown outcome, retried as the trim to the owner's known count, which cannot
+//!   release twice (`lock/release.rs`);
 //! * the background settle of an unknown outcome, until the unknown hold's lease has passed;
 //! * the subscriber's reconnects (`pubsub.rs`), for as long as the client lives.
 

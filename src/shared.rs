@@ -123,7 +123,7 @@ impl Client {
         self.inner.publish
     }
 
-    /// Hands an unlock latch to the batched reaper.
+    /// Hands a latch key (a semaphore receipt) to the batched reaper.
     pub(crate) fn delete_latch(&self, latch: String) {
         self.inner.latches.delete(latch);
     }

@@ -376,6 +376,7 @@ impl<K: LockKind> Lock<K> {
         }
         let grant_lease = match lease {
             Some(l) => Lease::Fixed {
+                lease: l,
                 deadline: later(sent, l),
             },
             None => Lease::Watchdog,

@@ -1,5 +1,11 @@
 //! Releasing: one grant given back (a guard's own, or the owner's latest) by the kind's release
-//! script with its unlock latch, and a lease re-applied (MultiLock).
+//! script, and a lease re-applied (MultiLock).
+//!
+//! A release writes no unlock latch (Redisson's `redisson_unlock_latch:...`, which only the
+//! unlocking client itself would ever read). A try whose outcome is unknown (a lost reply, a
+//! broken connection) is retried as a trim to the count the owner's gate knows Redis must have
+//! after the release (`lua/trim.lua`): it releases only what is still there to release, so a
+//! repeat cannot release twice, and the hold count it found tells what happened ([`retried`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,13 +15,11 @@ use redis::Value;
 use super::cleanup::InFlight;
 use super::engine::Target;
 use super::Lock;
-use crate::config::millis;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, Grant, GrantId, Hold};
-use crate::keys;
 use crate::raw::{KindExt, LockKind, Release};
 use crate::retry::Retry;
-use crate::scripts::{self, Latch};
+use crate::scripts;
 use crate::time::later;
 
 impl<K: LockKind> Lock<K> {
@@ -37,27 +41,43 @@ impl<K: LockKind> Lock<K> {
             Ok(grant) => grant,
             Err(nothing) => return Ok(nothing),
         };
+        // What Redis must hold once this release is done: the grants that remain.
+        let after = gate.count();
         let lease_ms = self.key_expiry(&gate, Instant::now(), None);
-        let request_id = keys::request_id();
-        let latch = keys::unlock_latch(self.name(), &request_id);
-        let latch_ttl = millis(client.config().latch_ttl());
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         *pending = false;
         let mut retry = Retry::attempts(client.config());
-        let reply = loop {
+        // Whether a try may have run without us learning its outcome (a connection error): from
+        // then on, tries bring the count to `after` instead of releasing one more hold.
+        let mut unknown = false;
+        let outcome = loop {
             let op = self.op(&hold.field, lease_ms, 0);
-            let latch = Latch {
-                key: &latch,
-                ttl_ms: latch_ttl,
-            };
-            let inv = self.shared.kind.release_script(&op, &latch);
             let mut conn = client.conn_synced();
-            match inv.invoke_async::<Value>(&mut conn).await {
-                Ok(v) => break v,
-                // Same request id on every try: the latch makes a repeat return the first result.
-                Err(e) if retry.again(&e).await => {}
+            let tried = if unknown {
+                self.shared
+                    .kind
+                    .trim_script(&op, after)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+                    .map(|found| {
+                        let valid = grant.map(|g| self.valid_until(hold, g));
+                        Ok(retried(found, after, valid, Instant::now()))
+                    })
+            } else {
+                self.shared
+                    .kind
+                    .release_script(&op)
+                    .invoke_async::<Value>(&mut conn)
+                    .await
+                    .map(|reply| self.shared.kind.parse_release(&reply).ok_or(reply))
+            };
+            match tried {
+                Ok(outcome) => break outcome,
+                Err(e) if retry.again(&e).await => unknown |= is_connection_error(&e),
                 // Unknown outcome: stays in flight, settled in the background.
-                Err(e) if is_connection_error(&e) => return Err(self.write_error(&mut conn, e)),
+                Err(e) if unknown || is_connection_error(&e) => {
+                    return Err(self.write_error(&mut conn, e))
+                }
                 Err(e) => {
                     flight.settled();
                     // The script failed before changing anything (e.g. WRONGTYPE).
@@ -69,26 +89,30 @@ impl<K: LockKind> Lock<K> {
             }
         };
         flight.settled();
-        let outcome = self.shared.kind.parse_release(&reply);
-        if let Some(outcome) = outcome {
+        if let Ok(outcome) = outcome {
             book_release(hold, &mut gate, outcome);
         }
         hold.set_watchdog(&gate);
         drop(gate);
-        if matches!(outcome, Some(Release::Released | Release::StillHeld)) {
-            self.delete_latch(latch);
-        }
         match outcome {
             // The release's own message wakes one waiter per client, ours included: waking a
             // local waiter directly as well cost a wasted try per release, and waking only
             // directly let the releasing task win its lock back in ~45 % of handoffs against
             // ~15 % when the message wakes (docs/benchmarks.md, experiments C and D).
-            Some(r) => Ok(r),
-            None => Err(LockError::UnexpectedReply {
+            Ok(r) => Ok(r),
+            Err(reply) => Err(LockError::UnexpectedReply {
                 key: self.name().to_owned(),
                 reply: format!("{reply:?}"),
             }),
         }
+    }
+
+    /// Until when the hold `grant` belongs to certainly still existed in Redis (see
+    /// [`Lease::valid_until`](crate::holds::Lease::valid_until)).
+    fn valid_until(&self, hold: &Hold, grant: Grant) -> Instant {
+        grant
+            .lease
+            .valid_until(hold.renewed_at(), self.client().config().watchdog_timeout())
     }
 
     /// Re-applies a grant's lease from now (MultiLock, once every member is taken): a fixed
@@ -122,12 +146,6 @@ impl<K: LockKind> Lock<K> {
         }
         Ok(set == 1)
     }
-
-    /// The latch only matters while the unlock might be retried: it is deleted shortly after,
-    /// in a batch (Redisson sends one `DEL` per unlock); its PX bounds it if that is lost.
-    fn delete_latch(&self, latch: String) {
-        self.client().delete_latch(latch);
-    }
 }
 
 /// The grant a release gives back, taken out of the gate (`Ok(None)`: an owner-style release
@@ -146,6 +164,28 @@ fn take_for_release(
     }
 }
 
+/// What a release retried after an unknown outcome reports, from the hold count the trim to
+/// `after` found (`lua/trim.lua`, which never lowers a count below `after`):
+///
+/// * more than `after`: the earlier try never ran, the trim released now;
+/// * exactly `after`: the earlier try released, unless the hold was gone before it ran. With
+///   holds left (`after > 0`) the key is still there, so it was not. With none left, the lease
+///   tells: `valid` is when the hold could first have expired (`None`: no grant known, so no
+///   lease to vouch for it). The earlier try ran before the trim replied (`replied`), so before
+///   `valid` the hold was there when it ran: released. At or past it, the lease may have run out
+///   first: reported lost, never a success that may not have happened;
+/// * fewer than `after`: holds the owner counted are gone, lost.
+fn retried(found: i64, after: u32, valid: Option<Instant>, replied: Instant) -> Release {
+    let after = i64::from(after);
+    match found.cmp(&after) {
+        std::cmp::Ordering::Greater if after > 0 => Release::StillHeld,
+        std::cmp::Ordering::Greater => Release::Released,
+        std::cmp::Ordering::Equal if after > 0 => Release::StillHeld,
+        std::cmp::Ordering::Equal if valid.is_some_and(|v| replied < v) => Release::Released,
+        std::cmp::Ordering::Equal | std::cmp::Ordering::Less => Release::NotHeld,
+    }
+}
+
 /// Books what a release script reported.
 fn book_release(hold: &Hold, gate: &mut Gate, outcome: Release) {
     match outcome {
@@ -155,5 +195,33 @@ fn book_release(hold: &Hold, gate: &mut Gate, outcome: Release) {
         // detached and released owner-style) can never release a later hold. (A read release
         // says "still held" when other readers keep the lock.)
         Release::StillHeld | Release::Released => hold.lose_gated(gate),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retried_release_reports_what_the_trim_found() {
+        let now = Instant::now();
+        let valid = Some(now + Duration::from_secs(1));
+        let expired = Some(now - Duration::from_millis(1));
+        // The earlier try never ran: the trim released now.
+        assert_eq!(retried(3, 2, valid, now), Release::StillHeld);
+        assert_eq!(retried(1, 0, valid, now), Release::Released);
+        assert_eq!(retried(1, 0, expired, now), Release::Released);
+        // The earlier try released: holds left, or none left while the lease could not have
+        // run out.
+        assert_eq!(retried(2, 2, expired, now), Release::StillHeld);
+        assert_eq!(retried(0, 0, valid, now), Release::Released);
+        // None left and the lease may have run out before the earlier try ran (or no grant
+        // known to vouch for it): lost, never a success that may not have happened.
+        assert_eq!(retried(0, 0, expired, now), Release::NotHeld);
+        assert_eq!(retried(0, 0, Some(now), now), Release::NotHeld);
+        assert_eq!(retried(0, 0, None, now), Release::NotHeld);
+        // Holds the owner counted are gone.
+        assert_eq!(retried(1, 2, valid, now), Release::NotHeld);
+        assert_eq!(retried(0, 2, valid, now), Release::NotHeld);
     }
 }

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{KindSpec, Latch, Op, RawLock};
+use super::{KindSpec, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, FairKeys, Layout};
 
@@ -67,9 +67,9 @@ impl RawLock for Fair {
         )
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
         let (queue, timeouts) = names(op.key);
-        scripts::fair_unlock(&fair_keys(op, &queue, &timeouts), op, latch)
+        scripts::fair_unlock(&fair_keys(op, &queue, &timeouts), op)
     }
 
     fn cancel_script<'a>(&self, op: &Op<'_>) -> Option<ScriptInvocation<'a>> {

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{KindSpec, Latch, Op, RawLock};
+use super::{KindSpec, Op, RawLock};
 use crate::scripts::Layout;
 use crate::{keys, scripts};
 
@@ -37,7 +37,7 @@ impl RawLock for Fenced {
         scripts::fenced_lock(op.key, &token_key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
-        scripts::unlock(op, latch)
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::unlock(op)
     }
 }

@@ -20,7 +20,7 @@ pub use spin::{Backoff, Spin};
 use redis::{ScriptInvocation, Value};
 
 pub use crate::scripts::Op;
-use crate::scripts::{self, Latch, Layout};
+use crate::scripts::{self, Layout};
 
 /// What one acquire attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,8 +126,9 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// Script that takes (or re-enters) the lock. `enqueue`: the caller is prepared to wait.
     fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a>;
 
-    /// Script that releases one hold, idempotent through `latch`.
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a>;
+    /// Script that releases one hold. Not idempotent by itself: after an unknown outcome the
+    /// engine retries with the trim to the owner's known count instead (`lock/release.rs`).
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a>;
 
     /// Capability: a script run when a wait ends without the lock (timeout, error,
     /// cancellation), for kinds with a wait queue.
@@ -218,7 +219,7 @@ pub(crate) trait KindExt: RawLock {
         }
     }
 
-    /// Keys this kind's scripts touch besides the lock key, its channels and its unlock latch.
+    /// Keys this kind's scripts touch besides the lock key and its channels.
     fn extra_keys(&self, name: &str, field: &str) -> Vec<String> {
         use crate::keys::{prefix_name, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX};
         let mut keys = Vec::new();
@@ -257,6 +258,8 @@ pub(crate) fn read_key_prefix(key: &str) -> String {
 
 /// Every key and channel a lock of `kind` called `name` touches besides the key itself. On a
 /// cluster, a script may only touch keys of one hash slot, so they must all share the key's.
+/// Our releases write no unlock latch, but Java's unlock of the same lock does: a name whose
+/// latch falls in another slot is refused too, so that a Java client can use every lock we do.
 pub(crate) fn related_keys<K: KindExt>(kind: &K, name: &str, field: &str) -> Vec<String> {
     let mut keys = vec![crate::keys::unlock_latch(
         name,

@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{KindSpec, Latch, Op, RawLock};
+use super::{KindSpec, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, Layout};
 
@@ -13,7 +13,9 @@ use crate::scripts::{self, Layout};
 /// * Key `<name>`: a HASH, field `<client uuid>:<owner id>` -> hold count, PTTL = lease.
 /// * Channel `redisson_lock__channel:{<name>}` (or `redisson_lock__channel:<name>` when the
 ///   name contains `{`), message `0` on the final release.
-/// * Unlock latch `redisson_unlock_latch:{<name>}:<32 hex>` makes unlock retries idempotent.
+/// * Java's unlock writes an unlock latch `redisson_unlock_latch:{<name>}:<32 hex>`; ours does
+///   not (nobody else reads it): our retry after a lost reply trims to the owner's known count
+///   (docs/protocol.md, "Unlock retries").
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Reentrant;
 
@@ -31,7 +33,7 @@ impl RawLock for Reentrant {
         scripts::lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
-        scripts::unlock(op, latch)
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::unlock(op)
     }
 }

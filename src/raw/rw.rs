@@ -2,7 +2,7 @@
 
 use redis::ScriptInvocation;
 
-use super::{read_key_prefix, read_timeout_prefix, KindSpec, Latch, Op, RawLock};
+use super::{read_key_prefix, read_timeout_prefix, KindSpec, Op, RawLock};
 use crate::keys;
 use crate::scripts::{self, Layout};
 
@@ -60,12 +60,11 @@ impl RawLock for Read {
         )
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
         scripts::read_unlock(
             op,
             &read_timeout_prefix(op.key, op.field),
             &read_key_prefix(op.key),
-            latch,
         )
     }
 
@@ -92,8 +91,8 @@ impl RawLock for Write {
         scripts::write_lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
-        scripts::write_unlock(op, latch)
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::write_unlock(op)
     }
 
     fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rand::Rng;
 use redis::ScriptInvocation;
 
-use super::{KindSpec, Latch, Op, RawLock};
+use super::{KindSpec, Op, RawLock};
 use crate::error::{LockError, Result};
 use crate::keys;
 use crate::scripts::{self, Layout};
@@ -23,7 +23,7 @@ use crate::scripts::{self, Layout};
 ///   (RLock and RSpinLock on one name exclude each other).
 /// * Nothing is published: not on release, not on force-unlock (as Redisson's spin lock), so an
 ///   RLock waiter on the same name wakes only at its TTL bound.
-/// * Unlock latch `redisson_unlock_latch:{<name>}:<32 hex>`, as the RLock.
+/// * No unlock latch is written by our release (as the RLock).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Spin {
     backoff: Backoff,
@@ -50,8 +50,8 @@ impl RawLock for Spin {
         scripts::lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
-        scripts::unlock(op, latch)
+    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+        scripts::unlock(op)
     }
 
     fn backoff(&self) -> Option<&Backoff> {

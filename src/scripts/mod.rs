@@ -96,16 +96,6 @@ pub(crate) fn batch_index(sha: &[u8]) -> Option<u8> {
         .and_then(|i| u8::try_from(i + 1).ok())
 }
 
-/// What a release sends beside its [`Op`]: its unlock latch (`redisson_unlock_latch:...`) and
-/// how long the latch lives.
-#[derive(Debug)]
-pub struct Latch<'a> {
-    /// The latch key.
-    pub key: &'a str,
-    /// Its PX: as long as the release may be retried.
-    pub ttl_ms: u64,
-}
-
 /// The names and arguments of one operation.
 #[derive(Debug)]
 pub struct Op<'a> {
@@ -147,16 +137,15 @@ pub(crate) fn fenced_lock<'a>(
     inv
 }
 
-pub(crate) fn unlock<'a>(op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+/// Releases one hold (no unlock latch: a retry after an unknown outcome trims instead).
+pub(crate) fn unlock<'a>(op: &Op<'_>) -> ScriptInvocation<'a> {
     let mut inv = UNLOCK.prepare_invoke();
     inv.key(op.key)
         .key(op.channel)
-        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
         .arg(op.lease_ms)
         .arg(op.field)
-        .arg(op.publish)
-        .arg(latch.ttl_ms);
+        .arg(op.publish);
     inv
 }
 
@@ -265,23 +254,17 @@ pub(crate) fn fair_lock<'a>(
     inv
 }
 
-pub(crate) fn fair_unlock<'a>(
-    k: &FairKeys<'_>,
-    op: &Op<'_>,
-    latch: &Latch<'_>,
-) -> ScriptInvocation<'a> {
+pub(crate) fn fair_unlock<'a>(k: &FairKeys<'_>, op: &Op<'_>) -> ScriptInvocation<'a> {
     let mut inv = FAIR_UNLOCK.prepare_invoke();
     inv.key(k.lock)
         .key(k.queue)
         .key(k.timeouts)
         .key(k.channel)
-        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
         .arg(op.lease_ms)
         .arg(op.field)
         .arg(op.now_ms)
-        .arg(op.publish)
-        .arg(latch.ttl_ms);
+        .arg(op.publish);
     inv
 }
 
@@ -339,18 +322,15 @@ pub(crate) fn read_unlock<'a>(
     op: &Op<'_>,
     timeout_prefix: &str,
     key_prefix: &str,
-    latch: &Latch<'_>,
 ) -> ScriptInvocation<'a> {
     let mut inv = READ_UNLOCK.prepare_invoke();
     inv.key(op.key)
         .key(op.channel)
         .key(timeout_prefix)
         .key(key_prefix)
-        .key(latch.key)
         .arg(UNLOCK_MESSAGE)
         .arg(op.field)
-        .arg(op.publish)
-        .arg(latch.ttl_ms);
+        .arg(op.publish);
     inv
 }
 
@@ -360,16 +340,14 @@ pub(crate) fn write_lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInv
     inv
 }
 
-pub(crate) fn write_unlock<'a>(op: &Op<'_>, latch: &Latch<'_>) -> ScriptInvocation<'a> {
+pub(crate) fn write_unlock<'a>(op: &Op<'_>) -> ScriptInvocation<'a> {
     let mut inv = WRITE_UNLOCK.prepare_invoke();
     inv.key(op.key)
         .key(op.channel)
-        .key(latch.key)
         .arg(READ_UNLOCK_MESSAGE)
         .arg(op.lease_ms)
         .arg(op.field)
-        .arg(op.publish)
-        .arg(latch.ttl_ms);
+        .arg(op.publish);
     inv
 }
 

@@ -218,8 +218,9 @@ async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed
 }
 
 /// T16, release side: the server runs an unlock, its reply is lost and the connection dies.
-/// The client retries with the same request id, so the unlock latch answers the retry with the
-/// first outcome: the hold count goes down once, not twice, and a final release publishes once.
+/// The client retries with the trim to the count its gate knows Redis must have after the
+/// release (no unlock latch): the hold count goes down once, not twice, the retry reports the
+/// release (the lease could not have run out), and a final release publishes once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
     let server = TestServer::start();
@@ -529,4 +530,202 @@ async fn fair_queue_is(server: &TestServer, name: &str, n: usize) -> bool {
         len == n
     })
     .await
+}
+
+/// T16, release side, for the other kinds whose release went latch-free (read, write, fair; the
+/// fenced and spin locks share lua/unlock.lua): a re-entrant release and a final release each
+/// lose their reply; each is retried by a trim, reports success, moves the count once, and the
+/// final one publishes exactly one message (the spin lock none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reply_lost_releases_of_every_kind_are_applied_exactly_once() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::with_config(
+        Config::new(proxy.url())
+            .with_response_timeout(Duration::from_secs(2))
+            .with_retry_attempts(4),
+    )
+    .await
+    .unwrap();
+    let owner = LockOwner::new(7);
+    let lease = Duration::from_secs(60);
+    let f = field(&client, owner);
+    let mut dropped = 0;
+
+    macro_rules! check {
+        ($name:expr, $lock:expr, $script:literal, $field:expr, $channel:expr, $message:expr) => {{
+            let name: &str = $name;
+            let lock = $lock;
+            let sha = sha_of(include_str!(concat!("../../lua/", $script)));
+            // Warm the script cache so the trap catches the real EVALSHA.
+            lock.lock_with_lease(lease)
+                .await
+                .unwrap()
+                .unlock()
+                .await
+                .unwrap();
+            let g1 = lock.lock_with_lease(lease).await.unwrap();
+            let g2 = lock.lock_with_lease(lease).await.unwrap();
+            assert_eq!(hget(&server, name, &$field).await, 2, "{name}");
+            let mut listener = Listener::start(&server, &$channel).await;
+
+            proxy.drop_reply_after(&sha);
+            g2.unlock().await.unwrap();
+            dropped += 1;
+            assert_eq!(
+                proxy.dropped_replies(),
+                dropped,
+                "{name}: the trap did not fire"
+            );
+            assert_eq!(
+                hget(&server, name, &$field).await,
+                1,
+                "{name}: re-entrant release"
+            );
+            assert!(!g1.is_lost(), "{name}");
+
+            proxy.drop_reply_after(&sha);
+            g1.unlock().await.unwrap();
+            dropped += 1;
+            assert_eq!(
+                proxy.dropped_replies(),
+                dropped,
+                "{name}: the trap did not fire"
+            );
+            assert!(!exists(&server, name).await, "{name}: not released");
+            let message: Option<&str> = $message;
+            if let Some(m) = message {
+                assert_eq!(
+                    listener.next(Duration::from_secs(5)).await.as_deref(),
+                    Some(m),
+                    "{name}"
+                );
+            }
+            assert_eq!(
+                listener.next(Duration::from_millis(300)).await,
+                None,
+                "{name}: published twice"
+            );
+        }};
+    }
+
+    let name = "fault:drop-unlock:read";
+    let rw = client.get_read_write_lock(name);
+    check!(
+        name,
+        rw.read_lock().with_owner(owner),
+        "read_unlock.lua",
+        f.clone(),
+        format!("redisson_rwlock:{{{name}}}"),
+        Some("0")
+    );
+    let name = "fault:drop-unlock:write";
+    let rw = client.get_read_write_lock(name);
+    check!(
+        name,
+        rw.write_lock().with_owner(owner),
+        "write_unlock.lua",
+        format!("{f}:write"),
+        format!("redisson_rwlock:{{{name}}}"),
+        Some("1")
+    );
+    let name = "fault:drop-unlock:fenced";
+    check!(
+        name,
+        client.get_fenced_lock(name).with_owner(owner),
+        "unlock.lua",
+        f.clone(),
+        format!("redisson_lock__channel:{{{name}}}"),
+        Some("0")
+    );
+    let name = "fault:drop-unlock:spin";
+    check!(
+        name,
+        client.get_spin_lock(name).with_owner(owner),
+        "unlock.lua",
+        f.clone(),
+        format!("redisson_lock__channel:{{{name}}}"),
+        None
+    );
+    // The fair lock wakes the queue head on its own channel: a waiter from another client.
+    let name = "fault:drop-unlock:fair";
+    let other = server.client().await;
+    let waiter_field = field(&other, LockOwner::new(1));
+    check!(
+        name,
+        client.get_fair_lock(name).with_owner(owner),
+        "fair_unlock.lua",
+        f.clone(),
+        format!("redisson_lock__channel:{{{name}}}:{waiter_field}"),
+        None
+    );
+    let _ = other;
+    assert_eq!(
+        latch_keys(&server).await,
+        Vec::<String>::new(),
+        "a release wrote an unlock latch"
+    );
+    assert!(
+        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        client.stats()
+    );
+}
+
+async fn latch_keys(server: &TestServer) -> Vec<String> {
+    let mut c = server.conn().await;
+    c.keys("redisson_unlock_latch*").await.unwrap()
+}
+
+/// A release whose first try is held up by the network until the lease has really run out
+/// (the key expired in Redis), then retried: the retry reports the lost lease, no message is
+/// published (nothing was released), and nothing is left behind. With the lease still valid
+/// the same lost reply reports success (the test above): the report follows the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_retried_after_the_lease_ran_out_reports_it_lost() {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::with_config(
+        Config::new(proxy.url())
+            .with_response_timeout(Duration::from_millis(300))
+            .with_retry_delay(Duration::from_millis(100))
+            .with_retry_attempts(30),
+    )
+    .await
+    .unwrap();
+    warm_up(&client).await;
+    let name = "fault:unlock-after-expiry";
+    let lease = Duration::from_millis(1500);
+    let lock = client.get_lock(name);
+    let guard = lock.lock_with_lease(lease).await.unwrap();
+    let taken = Instant::now();
+    // Load the trim (the retry) into the script cache as well.
+    let mut raw = server.conn().await;
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(include_str!("../../lua/trim.lua"))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut listener =
+        Listener::start(&server, &format!("redisson_lock__channel:{{{name}}}")).await;
+
+    proxy.set(Mode::Blackhole);
+    let release = tokio::spawn(async move { guard.unlock().await });
+    // The key expires in Redis while the release and its retries are held up.
+    assert!(
+        eventually(BOUND, || async { !exists(&server, name).await }).await,
+        "the lease never ran out"
+    );
+    assert!(taken.elapsed() >= lease - Duration::from_millis(50));
+    proxy.set(Mode::Pass);
+    let err = tokio::time::timeout(BOUND, release)
+        .await
+        .expect("the release never returned")
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_lease_lost(), "{err}");
+    assert_eq!(listener.next(Duration::from_millis(500)).await, None);
+    assert!(!exists(&server, name).await);
+    assert_eq!(latch_keys(&server).await, Vec::<String>::new());
 }

@@ -57,16 +57,9 @@ async fn lock_key_is_a_hash_with_one_owner_field() {
 
     guard.unlock().await.unwrap();
     assert!(!exists(&mut raw, "conf:layout").await);
-    // The unlock latch is deleted after the unlock (Redisson sends a DEL right away).
-    assert!(
-        eventually(WAIT, || async {
-            let mut raw = server.conn().await;
-            let latches: Vec<String> = raw.keys("redisson_unlock_latch:*").await.unwrap();
-            latches.is_empty()
-        })
-        .await,
-        "unlock latch keys left behind"
-    );
+    // Our unlock writes no unlock latch (Redisson's writes one and DELs it right away).
+    let keys: Vec<String> = raw.keys("*").await.unwrap();
+    assert_eq!(keys, Vec::<String>::new(), "keys left behind by the unlock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,8 +201,12 @@ async fn hash_tag_names_use_the_redisson_channel() {
     assert!(!exists(&mut raw, name).await);
 }
 
+/// Our unlock script is Redisson's without the unlock latch: it releases one hold, re-applies
+/// the lease or deletes and publishes once, and never writes a `redisson_unlock_latch` key. Its
+/// retry after a lost reply is the trim to the owner's known count, which releases nothing
+/// twice and publishes nothing again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unlock_latch_makes_a_repeated_unlock_idempotent() {
+async fn unlock_writes_no_latch_and_its_trim_retry_releases_nothing_twice() {
     let server = TestServer::start();
     let mut raw = server.conn().await;
     let name = "conf:latch";
@@ -219,32 +216,43 @@ async fn unlock_latch_makes_a_repeated_unlock_idempotent() {
     let _: () = raw.hset(name, owner, 2).await.unwrap();
     let _: () = raw.pexpire(name, 100_000).await.unwrap();
 
-    let script = include_str!("../../lua/unlock.lua");
     let eval_conn = raw.clone();
-    let unlock = move |latch: String, field: &'static str| {
+    let eval = |script: &'static str, keys: Vec<String>, args: Vec<String>| {
         let mut raw = eval_conn.clone();
-        let chan = chan.clone();
         async move {
-            let v: redis::Value = redis::cmd("EVAL")
-                .arg(script)
-                .arg(3)
-                .arg(name)
-                .arg(chan)
-                .arg(latch)
-                .arg("0")
-                .arg(5_000)
-                .arg(field)
-                .arg("PUBLISH")
-                .arg(20_000)
-                .query_async(&mut raw)
-                .await
-                .unwrap();
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+            let v: redis::Value = cmd.query_async(&mut raw).await.unwrap();
             v
         }
     };
-    let latch1 = format!("redisson_unlock_latch:{{{name}}}:{}", "a".repeat(32));
-    let latch2 = format!("redisson_unlock_latch:{{{name}}}:{}", "b".repeat(32));
-    let latch3 = format!("redisson_unlock_latch:{{{name}}}:{}", "c".repeat(32));
+    let unlock = |field: &str| {
+        eval(
+            include_str!("../../lua/unlock.lua"),
+            vec![name.to_owned(), chan.clone()],
+            vec![
+                "0".into(),
+                "5000".into(),
+                field.to_owned(),
+                "PUBLISH".into(),
+            ],
+        )
+    };
+    // The engine's retry: trim.lua to the count the owner knows it has after the release.
+    let retry = |target: u32| {
+        eval(
+            include_str!("../../lua/trim.lua"),
+            vec![name.to_owned(), chan.clone(), name.to_owned()],
+            vec![
+                owner.to_owned(),
+                target.to_string(),
+                "5000".into(),
+                "PUBLISH".into(),
+                "0".into(),
+                "plain".into(),
+            ],
+        )
+    };
     let count = |raw: &mut MultiplexedConnection| {
         let mut raw = raw.clone();
         async move {
@@ -252,45 +260,38 @@ async fn unlock_latch_makes_a_repeated_unlock_idempotent() {
             c
         }
     };
+    let latches = |raw: &mut MultiplexedConnection| {
+        let mut raw = raw.clone();
+        async move {
+            let keys: Vec<String> = raw.keys("redisson_unlock_latch*").await.unwrap();
+            keys
+        }
+    };
 
-    // Inner release: 0, count 2 -> 1, lease re-applied, latch stores 0.
-    assert_eq!(unlock(latch1.clone(), owner).await, redis::Value::Int(0));
+    // Inner release: 0, count 2 -> 1, lease re-applied, no latch.
+    assert_eq!(unlock(owner).await, redis::Value::Int(0));
     assert_eq!(count(&mut raw).await, Some(1));
     let t = pttl(&mut raw, name).await;
     assert!(t > 0 && t <= 5_000, "pttl {t}");
-    let stored: String = raw.get(&latch1).await.unwrap();
-    assert_eq!(stored, "0");
-    let latch_ttl = pttl(&mut raw, &latch1).await;
-    assert!(
-        latch_ttl > 0 && latch_ttl <= 20_000,
-        "latch pttl {latch_ttl}"
-    );
-    // A retry with the same latch returns the stored result and does not decrement again.
-    assert_eq!(unlock(latch1.clone(), owner).await, redis::Value::Int(0));
+    assert_eq!(latches(&mut raw).await, Vec::<String>::new());
+    // Its retry finds the count already at the target: nothing moves, nothing is published.
+    assert_eq!(retry(1).await, redis::Value::Int(1));
     assert_eq!(count(&mut raw).await, Some(1));
     assert_eq!(listener.next(QUIET).await, None);
 
     // Final release: 1, key deleted, `0` published once.
-    assert_eq!(unlock(latch2.clone(), owner).await, redis::Value::Int(1));
+    assert_eq!(unlock(owner).await, redis::Value::Int(1));
     assert!(!exists(&mut raw, name).await);
     assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
-    let stored: String = raw.get(&latch2).await.unwrap();
-    assert_eq!(stored, "1");
-    // Its retry reports the same result and publishes nothing.
-    assert_eq!(unlock(latch2, owner).await, redis::Value::Int(1));
+    // Its retry finds nothing left and publishes nothing.
+    assert_eq!(retry(0).await, redis::Value::Int(0));
     assert_eq!(listener.next(QUIET).await, None);
 
-    // A fresh request by someone who holds nothing: nil (Java's IllegalMonitorStateException).
+    // A request by someone who holds nothing: nil (Java's IllegalMonitorStateException).
     let _: () = raw.hset(name, owner, 1).await.unwrap();
-    assert_eq!(
-        unlock(latch3.clone(), "other-uuid:1").await,
-        redis::Value::Nil
-    );
+    assert_eq!(unlock("other-uuid:1").await, redis::Value::Nil);
     assert_eq!(count(&mut raw).await, Some(1));
-    assert!(
-        !exists(&mut raw, &latch3).await,
-        "nil result must not store a latch"
-    );
+    assert_eq!(latches(&mut raw).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
