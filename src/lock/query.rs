@@ -61,7 +61,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    /// [`LockError::WrongType`](crate::LockError::WrongType) if the key is not a lock; connection errors.
     ///
     /// # Examples
     ///
@@ -83,7 +83,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    /// [`LockError::WrongType`](crate::LockError::WrongType) if the key is not a lock; connection errors.
     ///
     /// # Examples
     ///
@@ -110,7 +110,7 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`LockError::WrongType`] if the key is not a lock; connection errors.
+    /// [`LockError::WrongType`](crate::LockError::WrongType) if the key is not a lock; connection errors.
     ///
     /// # Examples
     ///
