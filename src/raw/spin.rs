@@ -6,10 +6,8 @@ use std::time::Duration;
 use rand::Rng;
 use redis::ScriptInvocation;
 
-use super::{KindSpec, Op, RawLock};
+use super::{KindSpec, Op, RawLock, Reentrant};
 use crate::error::{LockError, Result};
-use crate::keys;
-use crate::scripts::{self, Layout};
 
 /// The spin lock kind: Redisson's `RSpinLock` (`RedissonSpinLock`), for deployments where
 /// pub/sub is unavailable or too costly (very large clusters).
@@ -36,22 +34,20 @@ impl Spin {
     }
 }
 
+/// The RLock's layout and scripts (the empty publish command of `Lock::op` silences its
+/// releases); only the waiting differs.
 impl RawLock for Spin {
     const SPEC: KindSpec = KindSpec {
         name: "spin",
-        channel_prefix: keys::LOCK_CHANNEL_PREFIX,
-        field_suffix: "",
-        per_waiter_channel: false,
-        layout: Layout::Plain,
-        fencing_token: false,
+        ..Reentrant::SPEC
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
-        scripts::lock(op.key, op.lease_ms, op.field)
+    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a> {
+        Reentrant.acquire_script(op, enqueue)
     }
 
     fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
-        scripts::unlock(op)
+        Reentrant.release_script(op)
     }
 
     fn backoff(&self) -> Option<&Backoff> {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{deadline, refusal, run_once, wait_for, Step};
+use super::{allowed, deadline, refusal, run_once, wait_for, Step};
 use crate::error::{from_script, LockError, Result};
 use crate::keys::count_down_latch_channel;
 use crate::pubsub::Wake;
@@ -81,10 +81,7 @@ impl CountDownLatch {
     }
 
     fn check(&self) -> Result<()> {
-        match self.inner.refused {
-            Some(why) => Err(LockError::InvalidArgument(why)),
-            None => Ok(()),
-        }
+        allowed(self.inner.refused)
     }
 
     /// Sets the count if the latch does not exist (Redisson's `trySetCount`) and publishes `1`.

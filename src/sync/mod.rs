@@ -117,6 +117,14 @@ pub(crate) fn deadline(wait: Duration) -> Option<Instant> {
 
 /// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that
 /// Redisson's naming rule puts in another hash slot than the name itself.
+/// The error for a name [`refusal`] refused (checked before anything is sent).
+pub(crate) fn allowed(refused: Option<&'static str>) -> Result<()> {
+    match refused {
+        Some(why) => Err(LockError::InvalidArgument(why)),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str> {
     if name.is_empty() {
         return Some("the name must not be empty");

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{deadline, epoch_ms, refusal, run_repeatable, wait_for, Step};
+use super::{allowed, deadline, epoch_ms, refusal, run_repeatable, wait_for, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -229,10 +229,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn check(&self) -> Result<()> {
-        match self.inner.refused {
-            Some(why) => Err(LockError::InvalidArgument(why)),
-            None => Ok(()),
-        }
+        allowed(self.inner.refused)
     }
 
     /// Sets the number of permits if the semaphore does not exist (Redisson's `trySetPermits`)

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{check_permits, deadline, refusal, run_once, run_repeatable, wait_for, Step};
+use super::{allowed, check_permits, deadline, refusal, run_once, run_repeatable, wait_for, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -179,10 +179,7 @@ impl Semaphore {
     }
 
     fn check(&self) -> Result<()> {
-        match self.inner.refused {
-            Some(why) => Err(LockError::InvalidArgument(why)),
-            None => Ok(()),
-        }
+        allowed(self.inner.refused)
     }
 
     /// Sets the number of permits if the semaphore does not exist yet (Redisson's
