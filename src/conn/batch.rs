@@ -3,7 +3,9 @@
 //! as its own script would and returns every reply in order.
 //!
 //! No timer: a batch is whatever queued while this connection already had
-//! [`MAX_IN_FLIGHT`] script calls out (4: measured against 2 and 8 in `docs/benchmarks.md`). A lone operation, or one that finds a free flight, is
+//! [`MAX_IN_FLIGHT`] lone script calls out (4: measured against 2, 8, 16 and 32 in
+//! `docs/benchmarks.md`), or a batch out. One batch is out at a time and nothing overtakes it,
+//! so operations run in the order they were sent, as on a plain connection. A lone operation, or one that finds a free flight, is
 //! sent as its own `EVALSHA` at once, so an idle client adds no latency. The batching sits
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
@@ -45,7 +47,12 @@ pub(crate) struct Batcher {
 #[derive(Default)]
 struct State {
     queue: Vec<Queued>,
+    /// Operations sent alone, each on its own flight.
     in_flight: usize,
+    /// A batch has been taken from the queue and has not finished: nothing overtakes it (new
+    /// operations queue behind it), so an operation never runs after one that was sent after
+    /// it (e.g. the trim that settles a cancelled acquire still in a batch).
+    batch_out: bool,
 }
 
 /// One queued operation.
@@ -67,13 +74,22 @@ pub(super) enum Entry {
     Queued(oneshot::Receiver<Outcome>),
 }
 
-/// One of the connection's [`MAX_IN_FLIGHT`] flights; released (or handed to the next batch)
-/// on drop, so a caller dropped mid-flight never strands the queue.
+/// One of the connection's [`MAX_IN_FLIGHT`] flights of lone operations; released on drop (and
+/// the queue sent if it waited for it), so a caller dropped mid-flight never strands the queue.
 pub(super) struct Flight(Arc<Batcher>);
 
 impl Drop for Flight {
     fn drop(&mut self) {
         self.0.landed();
+    }
+}
+
+/// The batch in progress; when it ends (however), the next one leaves.
+struct BatchOut(Arc<Batcher>);
+
+impl Drop for BatchOut {
+    fn drop(&mut self) {
+        self.0.batch_done();
     }
 }
 
@@ -108,7 +124,7 @@ impl Batcher {
     /// Takes a free flight, or queues `cmd` (which [`carries`](Self::carries) accepted).
     pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
         let mut state = self.state.lock();
-        if state.in_flight < MAX_IN_FLIGHT {
+        if !state.batch_out && state.in_flight < MAX_IN_FLIGHT {
             state.in_flight += 1;
             return Ok(Entry::Direct(Flight(self.clone())));
         }
@@ -126,29 +142,49 @@ impl Batcher {
         Ok(Entry::Queued(rx))
     }
 
-    /// A flight ended: what queued meanwhile leaves as the next batch, on the same flight.
+    /// A lone operation's flight ended: if operations queued for want of a flight, they leave
+    /// as a batch (unless one is out already: it takes them when it ends).
     fn landed(self: &Arc<Self>) {
         let queued = {
             let mut state = self.state.lock();
+            state.in_flight -= 1;
+            if state.batch_out || state.queue.is_empty() {
+                return;
+            }
+            state.batch_out = true;
+            std::mem::take(&mut state.queue)
+        };
+        self.start(queued);
+    }
+
+    /// The batch out ended: what queued meanwhile is the next batch.
+    fn batch_done(self: &Arc<Self>) {
+        let queued = {
+            let mut state = self.state.lock();
             if state.queue.is_empty() {
-                state.in_flight -= 1;
+                state.batch_out = false;
                 return;
             }
             std::mem::take(&mut state.queue)
         };
-        let flight = Flight(self.clone());
+        self.start(queued);
+    }
+
+    /// Sends `queued` as the batch out (one script call per hash slot, in parallel).
+    fn start(self: &Arc<Self>, queued: Vec<Queued>) {
+        let out = BatchOut(self.clone());
         let this = self.clone();
         // On a runtime that is shutting down the task is dropped unrun: the queued senders
-        // drop with it (their callers see the connection closed) and the flight is released.
+        // drop with it (their callers see the connection closed) and the batch ends.
         self.runtime.spawn(async move {
-            let flight = Arc::new(flight);
+            let out = Arc::new(out);
             let mut groups = this.group(queued).into_iter();
             let Some(first) = groups.next() else { return };
             for group in groups {
-                let (this, flight) = (this.clone(), flight.clone());
+                let (this, out) = (this.clone(), out.clone());
                 this.runtime.clone().spawn(async move {
                     this.send(group).await;
-                    drop(flight);
+                    drop(out);
                 });
             }
             this.send(first).await;

@@ -7,7 +7,7 @@
 //! because the replicas still lag). A synced handle that finds no replica confirming records
 //! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,9 @@ use crate::error::LockError;
 use crate::keys::slot_of;
 
 mod batch;
+mod sentinel;
+
+pub(crate) use sentinel::SentinelConn;
 
 use batch::{Batcher, Entry};
 
@@ -445,71 +448,6 @@ pub(crate) async fn cluster_connection(
             waited: config.connection_timeout(),
         })??;
     Ok(conn)
-}
-
-/// A master found through Sentinel, re-resolved after connection errors or `READONLY` replies
-/// (the old master was demoted).
-pub(crate) struct SentinelConn {
-    resolver: tokio::sync::Mutex<SentinelClient>,
-    current: parking_lot::RwLock<Option<ConnectionManager>>,
-    config: Config,
-    stale: AtomicBool,
-}
-
-impl SentinelConn {
-    /// The current master's `redis::Client`, asking the sentinels.
-    pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
-        self.resolver.lock().await.async_get_client().await
-    }
-
-    async fn manager(&self) -> RedisResult<ConnectionManager> {
-        if !self.stale.load(Ordering::Acquire) {
-            if let Some(m) = self.current.read().clone() {
-                return Ok(m);
-            }
-        }
-        let mut resolver = self.resolver.lock().await;
-        if !self.stale.load(Ordering::Acquire) {
-            if let Some(m) = self.current.read().clone() {
-                return Ok(m);
-            }
-        }
-        let client = resolver.async_get_client().await?;
-        let m = manager(client, &self.config).await.map_err(|e| match e {
-            LockError::Redis(e) => e,
-            other => RedisError::from(std::io::Error::other(other.to_string())),
-        })?;
-        *self.current.write() = Some(m.clone());
-        self.stale.store(false, Ordering::Release);
-        Ok(m)
-    }
-
-    fn observe<T>(&self, r: &RedisResult<T>) {
-        if let Err(e) = r {
-            let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN"));
-            if demoted || crate::error::is_connection_error(e) {
-                self.stale.store(true, Ordering::Release);
-            }
-        }
-    }
-
-    async fn request(self: Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
-        let mut conn = self.manager().await?;
-        let r = conn.req_packed_command(cmd).await;
-        self.observe(&r);
-        r
-    }
-
-    async fn request_pipeline(
-        self: Arc<Self>,
-        pipe: &redis::Pipeline,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        let mut conn = self.manager().await?;
-        let r = conn.req_packed_commands(pipe, 0, count).await;
-        self.observe(&r);
-        r
-    }
 }
 
 /// The client's command connection, for your own commands next to the locks
