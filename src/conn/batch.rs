@@ -2,10 +2,11 @@
 //! moment go to Redis as **one** script call (`lua/batch.lua`), which runs each of them exactly
 //! as its own script would and returns every reply in order.
 //!
-//! No timer: a batch is whatever queued while this connection already had
-//! [`MAX_IN_FLIGHT`] lone script calls out (4: measured against 2, 8, 16 and 32 in
-//! `docs/benchmarks.md`), or a batch out. One batch is out at a time and nothing overtakes it,
-//! so operations run in the order they were sent, as on a plain connection. A lone operation, or one that finds a free flight, is
+//! No timer: a batch is whatever queued while this connection had all its [`MAX_IN_FLIGHT`]
+//! flights out (4: measured against 2, 8, 16 and 32 in `docs/benchmarks.md`), each flight a
+//! lone script call or a batch. Operations on one lock key never overtake each other: one whose
+//! key is in a batch out waits for that batch, so they run in the order they were sent, as on
+//! a plain connection. A lone operation, or one that finds a free flight, is
 //! sent as its own `EVALSHA` at once, so an idle client adds no latency. The batching sits
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
@@ -15,6 +16,7 @@
 //! On a cluster a batch holds operations of one hash slot (their keys share a slot by
 //! construction), so it is routed like any one of them.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -47,12 +49,13 @@ pub(crate) struct Batcher {
 #[derive(Default)]
 struct State {
     queue: Vec<Queued>,
-    /// Operations sent alone, each on its own flight.
-    in_flight: usize,
-    /// A batch has been taken from the queue and has not finished: nothing overtakes it (new
-    /// operations queue behind it), so an operation never runs after one that was sent after
-    /// it (e.g. the trim that settles a cancelled acquire still in a batch).
-    batch_out: bool,
+    /// Flights in use: lone operations and batches, at most [`MAX_IN_FLIGHT`].
+    flights: usize,
+    /// The lock keys of the operations in batches out (taken from the queue, not finished),
+    /// with counts. An operation on one of them waits until that batch is done, so the
+    /// operations on one key run in the order they were sent, as on a plain connection (e.g.
+    /// the trim that settles a cancelled acquire never runs before that acquire).
+    out: HashMap<Vec<u8>, usize>,
 }
 
 /// One queued operation.
@@ -84,12 +87,13 @@ impl Drop for Flight {
     }
 }
 
-/// The batch in progress; when it ends (however), the next one leaves.
-struct BatchOut(Arc<Batcher>);
+/// A batch out, with its operations' lock keys; when it ends (however), they are free again
+/// and the queue moves on.
+struct BatchOut(Arc<Batcher>, Vec<Vec<u8>>);
 
 impl Drop for BatchOut {
     fn drop(&mut self) {
-        self.0.batch_done();
+        self.0.batch_done(std::mem::take(&mut self.1));
     }
 }
 
@@ -124,8 +128,9 @@ impl Batcher {
     /// Takes a free flight, or queues `cmd` (which [`carries`](Self::carries) accepted).
     pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
         let mut state = self.state.lock();
-        if !state.batch_out && state.in_flight < MAX_IN_FLIGHT {
-            state.in_flight += 1;
+        let free = state.flights < MAX_IN_FLIGHT && state.queue.is_empty();
+        if free && !state.out.contains_key(lock_key(cmd).unwrap_or_default()) {
+            state.flights += 1;
             return Ok(Entry::Direct(Flight(self.clone())));
         }
         let (tx, rx) = oneshot::channel();
@@ -142,37 +147,40 @@ impl Batcher {
         Ok(Entry::Queued(rx))
     }
 
-    /// A lone operation's flight ended: if operations queued for want of a flight, they leave
-    /// as a batch (unless one is out already: it takes them when it ends).
+    /// A lone operation's flight ended: the queue may leave on it.
     fn landed(self: &Arc<Self>) {
-        let queued = {
+        let next = {
             let mut state = self.state.lock();
-            state.in_flight -= 1;
-            if state.batch_out || state.queue.is_empty() {
-                return;
-            }
-            state.batch_out = true;
-            std::mem::take(&mut state.queue)
+            state.flights -= 1;
+            take_ready(&mut state)
         };
-        self.start(queued);
+        self.start(next);
     }
 
-    /// The batch out ended: what queued meanwhile is the next batch.
-    fn batch_done(self: &Arc<Self>) {
-        let queued = {
+    /// A batch ended: its keys are free, and the queue may leave on its flight.
+    fn batch_done(self: &Arc<Self>, keys: Vec<Vec<u8>>) {
+        let next = {
             let mut state = self.state.lock();
-            if state.queue.is_empty() {
-                state.batch_out = false;
-                return;
+            for key in keys {
+                if let Some(n) = state.out.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        state.out.remove(&key);
+                    }
+                }
             }
-            std::mem::take(&mut state.queue)
+            state.flights -= 1;
+            take_ready(&mut state)
         };
-        self.start(queued);
+        // Outside the lock: a task spawned on a runtime shutting down is dropped at once,
+        // and its `BatchOut` comes back here.
+        self.start(next);
     }
 
-    /// Sends `queued` as the batch out (one script call per hash slot, in parallel).
-    fn start(self: &Arc<Self>, queued: Vec<Queued>) {
-        let out = BatchOut(self.clone());
+    /// Sends a batch [`take_ready`] took (one script call per hash slot, in parallel).
+    fn start(self: &Arc<Self>, next: Option<(Vec<Queued>, Vec<Vec<u8>>)>) {
+        let Some((queued, keys)) = next else { return };
+        let out = BatchOut(self.clone(), keys);
         let this = self.clone();
         // On a runtime that is shutting down the task is dropped unrun: the queued senders
         // drop with it (their callers see the connection closed) and the batch ends.
@@ -293,6 +301,48 @@ fn batch_cmd(group: &[Queued]) -> Cmd {
         }
     }
     cmd
+}
+
+/// Takes, when a flight is free, every queued operation whose key no batch out holds (and that
+/// no earlier operation on its key still waits ahead of) as the next batch, booking the flight
+/// and the keys; the others stay queued, in order.
+#[allow(clippy::type_complexity)]
+fn take_ready(state: &mut State) -> Option<(Vec<Queued>, Vec<Vec<u8>>)> {
+    if state.flights >= MAX_IN_FLIGHT || state.queue.is_empty() {
+        return None;
+    }
+    let mut blocked: Vec<Vec<u8>> = Vec::new();
+    let (mut ready, mut waiting) = (Vec::new(), Vec::new());
+    for q in std::mem::take(&mut state.queue) {
+        let key = q.keys.first().cloned().unwrap_or_default();
+        if state.out.contains_key(&key) || blocked.contains(&key) {
+            blocked.push(key);
+            waiting.push(q);
+        } else {
+            ready.push(q);
+        }
+    }
+    state.queue = waiting;
+    if ready.is_empty() {
+        return None;
+    }
+    let keys: Vec<Vec<u8>> = ready
+        .iter()
+        .map(|q| q.keys.first().cloned().unwrap_or_default())
+        .collect();
+    for key in &keys {
+        *state.out.entry(key.clone()).or_insert(0) += 1;
+    }
+    state.flights += 1;
+    Some((ready, keys))
+}
+
+/// The first key of `EVALSHA sha numkeys key ...`: the lock key of every batched script.
+fn lock_key(cmd: &Cmd) -> Option<&[u8]> {
+    match cmd.args_iter().nth(3)? {
+        Arg::Simple(key) => Some(key),
+        _ => None,
+    }
 }
 
 /// `EVALSHA sha numkeys key... arg...` split into its batch function, keys and arguments.
