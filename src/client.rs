@@ -67,6 +67,7 @@ impl Client {
             .query_async::<redis::Value>(&mut conn)
             .await
             .map_err(|e| auth_error(e.into()))?;
+        crate::scripts::preload(&conn).await;
         if let Some(aof) = config.aof_sync() {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
             // now rather than at the first lock write.

@@ -71,3 +71,57 @@ async fn an_unreachable_server_is_a_connection_error() {
     assert!(err.is_connection_error(), "{err}");
     assert!(!err.is_invalid_argument() && !err.is_auth(), "{err}");
 }
+
+/// `connect` loads the scripts, so a burst of first calls does not each meet `NOSCRIPT` and
+/// load the script itself (docs/benchmarks.md, many waiters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_loads_the_scripts() {
+    let server = TestServer::start();
+    let sha = |src: &str| redis::Script::new(src).get_hash().to_owned();
+    let shas = [
+        sha(include_str!("../../lua/lock.lua")),
+        sha(include_str!("../../lua/unlock.lua")),
+        sha(include_str!("../../lua/fair_lock.lua")),
+        sha(include_str!("../../lua/semaphore_acquire.lua")),
+    ];
+    let mut raw = server.conn().await;
+    let loaded = |raw: &mut redis::aio::MultiplexedConnection| {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("EXISTS").arg(&shas);
+        let raw = raw.clone();
+        async move {
+            let mut raw = raw;
+            cmd.query_async::<Vec<i64>>(&mut raw).await.unwrap()
+        }
+    };
+    assert_eq!(
+        loaded(&mut raw).await,
+        vec![0; 4],
+        "a fresh server has none"
+    );
+    let client = server.client().await;
+    assert_eq!(loaded(&mut raw).await, vec![1; 4], "loaded by connect");
+    // And the first lock makes no NOSCRIPT round trip.
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    client
+        .get_lock("preloaded")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        !stats.contains("cmdstat_script|load"),
+        "no script was loaded on first use: {stats}"
+    );
+}
