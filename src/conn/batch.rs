@@ -11,7 +11,7 @@
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
 //! would be for each alone) and its own replica sync (`WAIT` follows the batch when any
-//! operation asked for it; a [`Shortfall`] is reported to each).
+//! operation asked for it; a [`Shortfall`] fails only those that did).
 //!
 //! On a cluster a batch holds operations of one hash slot (their keys share a slot by
 //! construction), so it is routed like any one of them.
@@ -29,7 +29,8 @@ use super::{protocol_error, Conn, Shortfall};
 use crate::keys::slot_of;
 use crate::scripts;
 
-/// Script calls one connection may have out before further ones queue into a batch.
+/// Flights (lone script calls or batches) one connection may have out before further
+/// operations queue into a batch.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
 /// A reply, or the error with the replica shortfall that caused it (if any).
