@@ -45,12 +45,7 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
         LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
     }
 
-    unsafe fn realloc(
-        &self,
-        ptr: *mut u8,
-        layout: std::alloc::Layout,
-        new_size: usize,
-    ) -> *mut u8 {
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             LIVE.fetch_add(new_size, std::sync::atomic::Ordering::Relaxed);
