@@ -7,12 +7,11 @@
 //! * `redisson`: the `redisson` crate 0.1, `AsyncRLock::lock()` / `unlock()`, one handle per task.
 //! * `raw*`: the same commands as ours, sent straight through redis-rs with no lock logic around
 //!   them: the floor of a Redisson-compatible cycle, used to price each part of ours.
-//!   `raw` = lock EVALSHA + unlock EVALSHA + the latch deleted by one `UNLINK` per 10 ms batch
-//!   (what ours sends since the batched latch deletion of `src/latches.rs`: same delay, same
-//!   batch size); `raw-spawndel` = a spawned `DEL` of the latch after every unlock (Redisson's
-//!   way, and ours before that change); `raw-nodel` = the latch never deleted (it expires);
-//!   `raw-nolatch` = an unlock script without the latch (Redisson's pre-3.24 unlock: HEXISTS,
-//!   HINCRBY, then PEXPIRE or DEL + PUBLISH).
+//!   Since the latch-free unlock (issue 11 item 2) `lua/unlock.lua` writes no latch:
+//!   `raw-nodel` = lock EVALSHA + unlock EVALSHA and nothing else (ours on the wire);
+//!   `raw-nolatch` = the same with the unlock script inlined here (the same commands);
+//!   `raw` = that plus one `UNLINK` per 10 ms of latch names (the old latch reaper's traffic);
+//!   `raw-spawndel` = that plus a spawned `DEL` per unlock (Redisson's latch deletion).
 //!   `raw` also waits (W3, W3w) the minimal pub/sub way: one redis-rs subscriber per process,
 //!   one `Notify` per channel, register, try, then wait for a message or the PTTL. No local
 //!   wake-up, no per-owner gate, no watchdog: the floor of our waiting path.
