@@ -4,23 +4,14 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, calls, eval, latch_channel, reset_stats};
+use crate::support::redisson::{self, eval, latch_channel, reset_stats};
 use crate::support::*;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use redisson_lock::LockError;
 
 /// Generous bound for anything event-driven; shorter than the 30 s re-check, so a waiter that
 /// the message does not wake fails the test.
 const WAIT: Duration = Duration::from_secs(15);
-
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    raw.get(key).await.unwrap()
-}
-
-async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
-    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_down_to_an_open_latch() {
@@ -37,7 +28,7 @@ async fn counts_down_to_an_open_latch() {
 
     assert!(latch.try_set_count(2).await.unwrap());
     assert!(!latch.try_set_count(5).await.unwrap(), "armed once");
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     assert_eq!(pttl(&mut raw, name).await, -1);
     latch.count_down().await.unwrap();
     assert_eq!(latch.get_count().await.unwrap(), 1);
@@ -51,7 +42,7 @@ async fn counts_down_to_an_open_latch() {
 
     // Zero is a valid count: stored, and open.
     assert!(latch.try_set_count(0).await.unwrap());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
     latch.wait().await.unwrap();
     assert!(latch.delete().await.unwrap());
     assert!(!latch.delete().await.unwrap());
@@ -80,7 +71,7 @@ async fn bad_input_changes_nothing() {
     assert!(latch.try_set_count(3).await.unwrap());
     let e = latch.try_set_count(i64::MIN).await.unwrap_err();
     assert!(e.is_invalid_argument());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // The only message is the valid arming's `1`.
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
     assert!(messages.next(Duration::from_millis(100)).await.is_none());
@@ -104,21 +95,20 @@ async fn the_zero_message_wakes_every_waiter() {
     assert!(latch.try_set_count(2).await.unwrap());
     reset_stats(&server).await;
 
-    let mut waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let l = latch.clone();
-            tokio::spawn(async move { l.wait().await })
-        })
-        .collect();
-    let l = other.get_count_down_latch(name);
-    waiters.push(tokio::spawn(async move { l.wait().await }));
     // Each waiter reads the count, subscribes, registers for wake-ups and reads again: after
-    // eight reads all four are parked.
-    assert!(subscribed(&server, &latch_channel(name), 2).await);
-    assert!(
-        eventually(WAIT, || async { calls(&server, "get").await >= 8 }).await,
-        "the waiters did not park"
-    );
+    // eight reads all four (three of this client, one of another) are parked.
+    let mut i = 0;
+    let waiters = park(&server, 4, "get", 8, || {
+        i += 1;
+        let l = if i < 4 {
+            latch.clone()
+        } else {
+            other.get_count_down_latch(name)
+        };
+        async move { l.wait().await }
+    })
+    .await;
+    assert!(channel_subscribers(&server, &latch_channel(name), 2).await);
     latch.count_down().await.unwrap();
     // Java's count-down (its own script) takes it to zero and publishes `0`.
     let mut raw = server.conn().await;
@@ -130,14 +120,11 @@ async fn the_zero_message_wakes_every_waiter() {
         &["0", "PUBLISH"],
     )
     .await;
-    for w in waiters {
-        tokio::time::timeout(WAIT, w)
-            .await
-            .expect("a waiter was not woken by the zero message")
-            .unwrap()
-            .unwrap();
-    }
-    assert!(subscribed(&server, &channel, 0).await, "still subscribed");
+    all_woken(waiters, WAIT, "a waiter was not woken by the zero message").await;
+    assert!(
+        channel_subscribers(&server, &channel, 0).await,
+        "still subscribed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,7 +141,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert!(latch.try_set_count(2).await.unwrap());
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
     assert_eq!(key_type(&mut raw, name).await, "string");
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     // Java's trySetCount on an armed latch: refused.
     let set = eval(
         &mut raw,
@@ -216,11 +203,14 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
     let l = latch.clone();
     let waiting = tokio::spawn(async move { l.wait().await });
     let channel = latch_channel(name);
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
-    assert!(subscribed(&server, &channel, 0).await, "left subscribed");
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert!(
+        channel_subscribers(&server, &channel, 0).await,
+        "left subscribed"
+    );
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
     assert_eq!(client.stats().subscribed_channels, 0);
 }
 
@@ -236,7 +226,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Subscriber killed: resubscribed, then woken by the count-down's `0`.
     let l = latch.clone();
     let waiting = tokio::spawn(async move { l.wait().await });
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     let before = client.stats().subscriber_connections;
     let mut raw = server.conn().await;
     let _: i64 = redis::cmd("CLIENT")
@@ -252,7 +242,10 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
         })
         .await
     );
-    assert!(subscribed(&server, &channel, 1).await, "not resubscribed");
+    assert!(
+        channel_subscribers(&server, &channel, 1).await,
+        "not resubscribed"
+    );
     let other = server.client().await;
     other.get_count_down_latch(name).count_down().await.unwrap();
     tokio::time::timeout(WAIT, waiting)
@@ -265,7 +258,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     latch.try_set_count(1).await.unwrap();
     let l = latch.clone();
     let waiting = tokio::spawn(async move { l.wait().await });
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     tokio::task::block_in_place(|| server.restart());
     tokio::time::timeout(WAIT, waiting)
         .await
@@ -291,17 +284,12 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
     let mut raw = server.conn().await;
     let _: () = raw.set(name, 1).await.unwrap();
     reset_stats(&server).await;
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let latch = client.get_count_down_latch(name);
-            tokio::spawn(async move { latch.wait().await })
-        })
-        .collect();
     // Each: a read, a subscription, then the wait loop's first read.
-    assert!(
-        eventually(WAIT, || async { calls(&server, "get").await >= 6 }).await,
-        "the waiters never read twice"
-    );
+    let waiters = park(&server, 3, "get", 6, || {
+        let latch = client.get_count_down_latch(name);
+        async move { latch.wait().await }
+    })
+    .await;
     eval(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
@@ -309,11 +297,10 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
         &["0", "PUBLISH"],
     )
     .await;
-    for w in waiters {
-        tokio::time::timeout(Duration::from_secs(25), w)
-            .await
-            .expect("a waiter slept through the zero message: it registered after its read")
-            .unwrap()
-            .unwrap();
-    }
+    all_woken(
+        waiters,
+        Duration::from_secs(25),
+        "a waiter slept through the zero message: it registered after its read",
+    )
+    .await;
 }

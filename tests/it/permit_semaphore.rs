@@ -16,10 +16,6 @@ use redisson_lock::{LockError, PermitId};
 /// is woken neither by the message nor by the earliest lease's end fails the test.
 const WAIT: Duration = Duration::from_secs(15);
 
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    raw.get(key).await.unwrap()
-}
-
 /// The timeout ZSET as (hex id, score).
 async fn held(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, u64)> {
     let v: Vec<(Vec<u8>, u64)> = raw
@@ -27,10 +23,6 @@ async fn held(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, u64)>
         .await
         .unwrap();
     v.into_iter().map(|(id, s)| (hex(&id), s)).collect()
-}
-
-async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
-    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,7 +55,7 @@ async fn permits_have_ids_and_leases() {
         .unwrap()
         .is_none());
     assert_eq!(sem.available_permits().await.unwrap(), 0);
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 
     // Redisson's layout: 16-byte members, lease end in epoch ms, or the "never" score.
     let mut rows = held(&mut raw, name).await;
@@ -97,7 +89,7 @@ async fn permits_have_ids_and_leases() {
         "released"
     );
     assert!(sem.try_release(&leased).await.unwrap());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     assert!(held(&mut raw, name).await.is_empty());
     assert!(sem.delete().await.unwrap());
     let all: Vec<String> = raw.keys("*").await.unwrap();
@@ -131,7 +123,7 @@ async fn unknown_ids_and_bad_leases_change_nothing() {
     assert!(PermitId::parse("not-an-id").is_err());
     assert!(PermitId::parse(&"z".repeat(32)).is_err());
 
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
     assert_eq!(
         held(&mut raw, name).await,
         vec![(id.to_string(), NON_EXPIRABLE.parse().unwrap())]
@@ -141,7 +133,7 @@ async fn unknown_ids_and_bad_leases_change_nothing() {
     assert!(sem.release(&id).await.unwrap_err().is_invalid_argument());
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
     assert!(messages.next(Duration::from_millis(100)).await.is_none());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,7 +155,7 @@ async fn expired_permits_return_to_the_pool() {
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
     assert!(held(&mut raw, name).await.is_empty());
     assert!(!sem.try_release(&id).await.unwrap(), "reclaimed already");
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
 
     // An expired permit released before anyone reclaimed it: back in the pool, reported false.
     let id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
@@ -172,7 +164,7 @@ async fn expired_permits_return_to_the_pool() {
         .await
         .unwrap();
     assert!(!sem.try_release(&id).await.unwrap());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
 
     // A waiter is woken when the holder's lease ends (expiry publishes nothing). Its own wait
     // budget is longer than the test's bound, so only the lease-end wake-up can pass.
@@ -186,7 +178,32 @@ async fn expired_permits_return_to_the_pool() {
         .unwrap()
         .unwrap();
     assert!(got.is_some());
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
+}
+
+/// Java's `tryAcquire` of one permit with id `id_hex` and a lease ending at `expire_at` (ms),
+/// run with its own script; the reply as Java would read it.
+async fn java_try_acquire(
+    raw: &mut MultiplexedConnection,
+    name: &str,
+    id_hex: &str,
+    expire_at: &str,
+) -> redis::Value {
+    let now = now_ms().to_string();
+    eval_bytes(
+        raw,
+        redisson::PES_TRY_ACQUIRE,
+        &[name, &pes_timeouts(name), &sem_channel(name)],
+        &[
+            b"1",
+            expire_at.as_bytes(),
+            now.as_bytes(),
+            NON_EXPIRABLE.as_bytes(),
+            b"PUBLISH",
+            &unhex(id_hex),
+        ],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,37 +221,15 @@ async fn java_and_rust_share_permits() {
     // Java takes a permit with a lease (its own script, a 16-byte id).
     let java_id = "0123456789abcdef0123456789abcdef";
     let expire_at = (now_ms() + 60_000).to_string();
-    let now = now_ms().to_string();
-    let reply = eval_bytes(
-        &mut raw,
-        redisson::PES_TRY_ACQUIRE,
-        &[name, &timeouts, &channel],
-        &[
-            b"1",
-            expire_at.as_bytes(),
-            now.as_bytes(),
-            NON_EXPIRABLE.as_bytes(),
-            b"PUBLISH",
-            &unhex(java_id),
-        ],
-    )
-    .await;
+    let reply = java_try_acquire(&mut raw, name, java_id, &expire_at).await;
     assert_eq!(reply, redis::Value::BulkString(b"OK".to_vec()));
     // We take the other one; then Java finds none, and tells the earliest expiry (its lease).
     let ours = sem.acquire(None).await.unwrap();
-    let now = now_ms().to_string();
-    let reply = eval_bytes(
+    let reply = java_try_acquire(
         &mut raw,
-        redisson::PES_TRY_ACQUIRE,
-        &[name, &timeouts, &channel],
-        &[
-            b"1",
-            expire_at.as_bytes(),
-            now.as_bytes(),
-            NON_EXPIRABLE.as_bytes(),
-            b"PUBLISH",
-            &unhex("ffffffffffffffffffffffffffffffff"),
-        ],
+        name,
+        "ffffffffffffffffffffffffffffffff",
+        &expire_at,
     )
     .await;
     assert_eq!(
@@ -293,7 +288,7 @@ async fn a_waiter_is_woken_by_another_clients_release() {
 
     let sem = waiter_client.get_permit_expirable_semaphore(name);
     let waiting = tokio::spawn(async move { sem.acquire(None).await });
-    assert!(subscribed(&server, &sem_channel(name), 1).await);
+    assert!(channel_subscribers(&server, &sem_channel(name), 1).await);
     holder.release(&id).await.unwrap();
     let got = tokio::time::timeout(WAIT, waiting)
         .await
@@ -305,7 +300,7 @@ async fn a_waiter_is_woken_by_another_clients_release() {
         held(&mut raw, name).await,
         vec![(got.to_string(), NON_EXPIRABLE.parse().unwrap())]
     );
-    assert!(subscribed(&server, &sem_channel(name), 0).await);
+    assert!(channel_subscribers(&server, &sem_channel(name), 0).await);
 }
 
 /// The acquire script is held in flight (writes paused) and its caller dropped: the permit it
@@ -341,17 +336,17 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
         Some("1"),
         "not given back"
     );
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
     assert!(held(&mut raw, name).await.is_empty());
 
     // A cancelled wait leaves nothing either (the listener is the channel's other subscriber).
     let id = sem.acquire(None).await.unwrap();
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.acquire(None).await });
-    assert!(subscribed(&server, &sem_channel(name), 2).await);
+    assert!(channel_subscribers(&server, &sem_channel(name), 2).await);
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
-    assert!(subscribed(&server, &sem_channel(name), 1).await);
+    assert!(channel_subscribers(&server, &sem_channel(name), 1).await);
     assert_eq!(held(&mut raw, name).await.len(), 1);
     sem.release(&id).await.unwrap();
 }

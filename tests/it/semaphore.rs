@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, calls, eval, reset_stats};
+use crate::support::redisson::{self, eval, reset_stats};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -12,10 +12,6 @@ use redisson_lock::LockError;
 /// Generous bound for anything event-driven, including a reconnect. Shorter than the
 /// semaphore's 30 s re-check, so a waiter that is not woken by the message fails the test.
 const WAIT: Duration = Duration::from_secs(15);
-
-async fn get(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    raw.get(key).await.unwrap()
-}
 
 async fn receipts(raw: &mut MultiplexedConnection) -> Vec<String> {
     raw.keys("redisson_semaphore_latch:*").await.unwrap()
@@ -28,10 +24,6 @@ async fn receipts_gone(server: &TestServer) -> bool {
         receipts(&mut raw).await.is_empty()
     })
     .await
-}
-
-async fn subscribed(server: &TestServer, channel: &str, n: i64) -> bool {
-    eventually(WAIT, || async { numsub_on(server, channel).await == n }).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +44,7 @@ async fn permits_are_set_taken_released_drained_and_added() {
 
     assert!(sem.try_set_permits(3).await.unwrap());
     assert!(!sem.try_set_permits(7).await.unwrap(), "set only once");
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     assert!(sem.try_acquire(2, Duration::ZERO).await.unwrap());
     assert_eq!(sem.available_permits().await.unwrap(), 1);
     assert!(!sem.try_acquire(2, Duration::from_millis(50)).await.unwrap());
@@ -62,14 +54,14 @@ async fn permits_are_set_taken_released_drained_and_added() {
         "a failed try takes nothing"
     );
     sem.acquire(1).await.unwrap();
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
     sem.release(3).await.unwrap();
     assert_eq!(sem.drain_permits().await.unwrap(), 3);
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
     sem.add_permits(-2).await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), -2);
     sem.add_permits(5).await.unwrap();
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     assert!(sem.delete().await.unwrap());
     assert!(!exists(&mut raw, name).await);
     assert!(
@@ -112,7 +104,7 @@ async fn bad_input_changes_nothing() {
         .unwrap_err();
     assert!(e.is_wrong_type(), "{e:?}");
 
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     sem.release(1).await.unwrap();
     // The only message is the valid release's.
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
@@ -131,7 +123,7 @@ async fn a_waiter_is_woken_by_another_clients_release() {
     let waiting = tokio::spawn(async move { sem.acquire(2).await });
     let channel = redisson::sem_channel(name);
     assert!(
-        subscribed(&server, &channel, 1).await,
+        channel_subscribers(&server, &channel, 1).await,
         "waiter never subscribed"
     );
     // One permit is not enough: the waiter tries again and keeps waiting.
@@ -143,8 +135,11 @@ async fn a_waiter_is_woken_by_another_clients_release() {
         .unwrap()
         .unwrap();
     let mut raw = server.conn().await;
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
-    assert!(subscribed(&server, &channel, 0).await, "still subscribed");
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
+    assert!(
+        channel_subscribers(&server, &channel, 0).await,
+        "still subscribed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,20 +153,15 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
     let mut raw = server.conn().await;
     reset_stats(&server).await;
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let sem = sem.clone();
-            tokio::spawn(async move { sem.acquire(1).await })
-        })
-        .collect();
     // Three local waiters share one subscription. Each tries once, subscribes, registers for
     // wake-ups and tries again: after six tries all three are parked.
+    let waiters = park(&server, 3, "evalsha", 6, || {
+        let sem = sem.clone();
+        async move { sem.acquire(1).await }
+    })
+    .await;
     let channel = redisson::sem_channel(name);
-    assert!(subscribed(&server, &channel, 1).await);
-    assert!(
-        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
-        "the waiters did not park"
-    );
+    assert!(channel_subscribers(&server, &channel, 1).await);
     // A Java client's release of 3 (its own script): one message `3` wakes all three.
     eval(
         &mut raw,
@@ -180,14 +170,8 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
         &["3", "PUBLISH"],
     )
     .await;
-    for w in waiters {
-        tokio::time::timeout(WAIT, w)
-            .await
-            .expect("a waiter was not woken by the Java release")
-            .unwrap()
-            .unwrap();
-    }
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    all_woken(waiters, WAIT, "a waiter was not woken by the Java release").await;
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +208,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our release publishes what Java's does: the new count.
     sem.release(2).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("5"));
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("5"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("5"));
     // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
     sem.add_permits(-1).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("4"));
@@ -236,7 +220,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     )
     .await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("3"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // Drain: both set 0 and return the old count; no message.
     assert_eq!(sem.drain_permits().await.unwrap(), 3);
     sem.release(2).await.unwrap();
@@ -271,12 +255,15 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.acquire(1).await });
     let channel = redisson::sem_channel(name);
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
-    assert!(subscribed(&server, &channel, 0).await, "left subscribed");
+    assert!(
+        channel_subscribers(&server, &channel, 0).await,
+        "left subscribed"
+    );
     sem.release(1).await.unwrap();
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("1"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
 }
 
 /// The acquire script is held in flight (writes paused) and its caller dropped: when the script
@@ -310,7 +297,7 @@ async fn permits_taken_for_a_dropped_acquire_are_given_back() {
     assert!(writes_resumed(&server, WAIT).await);
     // The script took both permits, then the give-back returned them and said so.
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("2"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     assert!(
         receipts_gone(&server).await,
         "{:?}",
@@ -330,7 +317,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Subscriber connection killed: the waiter is resubscribed and woken by a later release.
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.acquire(1).await });
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     let before = client.stats().subscriber_connections;
     let mut raw = server.conn().await;
     let _: i64 = redis::cmd("CLIENT")
@@ -346,7 +333,10 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
         })
         .await
     );
-    assert!(subscribed(&server, &channel, 1).await, "not resubscribed");
+    assert!(
+        channel_subscribers(&server, &channel, 1).await,
+        "not resubscribed"
+    );
     let other = server.client().await;
     other.get_semaphore(name).release(1).await.unwrap();
     tokio::time::timeout(WAIT, waiting)
@@ -358,10 +348,10 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Server restarted empty: the waiter reconnects and takes the permits set afterwards.
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.acquire(1).await });
-    assert!(subscribed(&server, &channel, 1).await);
+    assert!(channel_subscribers(&server, &channel, 1).await);
     tokio::task::block_in_place(|| server.restart());
     assert!(
-        subscribed(&server, &channel, 1).await,
+        channel_subscribers(&server, &channel, 1).await,
         "not resubscribed after the restart"
     );
     let other = server.client().await;
@@ -372,7 +362,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
         .unwrap()
         .unwrap();
     let mut raw = server.conn().await;
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
 
 /// All three synchronizers on a real cluster (one cluster for the three: forming it is the slow
@@ -493,17 +483,12 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
     let mut raw = server.conn().await;
     let _: () = raw.set(name, 0).await.unwrap();
     reset_stats(&server).await;
-    let waiters: Vec<_> = (0..3)
-        .map(|_| {
-            let sem = client.get_semaphore(name);
-            tokio::spawn(async move { sem.acquire(1).await })
-        })
-        .collect();
     // Each: a try, a subscription, then the wait loop's first try.
-    assert!(
-        eventually(WAIT, || async { calls(&server, "evalsha").await >= 6 }).await,
-        "the waiters never tried twice"
-    );
+    let waiters = park(&server, 3, "evalsha", 6, || {
+        let sem = client.get_semaphore(name);
+        async move { sem.acquire(1).await }
+    })
+    .await;
     eval(
         &mut raw,
         redisson::SEM_RELEASE,
@@ -511,12 +496,11 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
         &["3", "PUBLISH"],
     )
     .await;
-    for w in waiters {
-        tokio::time::timeout(Duration::from_secs(25), w)
-            .await
-            .expect("a waiter slept through the release: it registered after its try")
-            .unwrap()
-            .unwrap();
-    }
-    assert_eq!(get(&mut raw, name).await.as_deref(), Some("0"));
+    all_woken(
+        waiters,
+        Duration::from_secs(25),
+        "a waiter slept through the release: it registered after its try",
+    )
+    .await;
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod probes;
 pub mod proxy;
 pub mod redisson;
+pub mod waiters;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 pub use probes::*;
 use redisson_lock::{Client, Config};
+pub use waiters::*;
 
 /// The hash field a client writes for an owner: `<client uuid>:<owner id>` (what a Java client
 /// sees in the lock hash).

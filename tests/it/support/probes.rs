@@ -73,3 +73,17 @@ pub async fn writes_resumed(server: &TestServer, within: std::time::Duration) ->
     })
     .await
 }
+
+/// A string key's value (`GET`), `None` when missing.
+pub async fn get_str(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    raw.get(key).await.unwrap()
+}
+
+/// Whether `channel` comes to have exactly `n` subscribers on `server` (`PUBSUB NUMSUB`)
+/// within a generous bound.
+pub async fn channel_subscribers(server: &TestServer, channel: &str, n: i64) -> bool {
+    super::eventually(std::time::Duration::from_secs(15), || async {
+        numsub_on(server, channel).await == n
+    })
+    .await
+}

@@ -1,0 +1,72 @@
+//! Waiter scenarios shared by the lock and synchronizer tests: park a few waiting tasks, prove
+//! they are parked from the server's side, then check that one event wakes them all.
+
+use std::future::Future;
+use std::time::Duration;
+
+use redisson_lock::{Lock, LockKind};
+use tokio::task::JoinHandle;
+
+use super::redisson::calls;
+use super::{eventually, TestServer};
+
+/// Spawns `n` tasks running `wait()` and returns once the server has run `min_calls` calls of
+/// `command` (lowercase, counted since the last `reset_stats`): each waiter tries, subscribes
+/// and tries again, so the count says they are parked.
+pub async fn park<T, Fut>(
+    server: &TestServer,
+    n: usize,
+    command: &str,
+    min_calls: u64,
+    mut wait: impl FnMut() -> Fut,
+) -> Vec<JoinHandle<T>>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let waiters: Vec<_> = (0..n).map(|_| tokio::spawn(wait())).collect();
+    assert!(
+        eventually(Duration::from_secs(15), || async {
+            calls(server, command).await >= min_calls
+        })
+        .await,
+        "the {n} waiters did not park ({command} calls below {min_calls})"
+    );
+    waiters
+}
+
+/// Waits for every waiter to finish within `within`; each must have succeeded. `why` says what
+/// a waiter still asleep means.
+pub async fn all_woken<T, E: std::fmt::Debug>(
+    waiters: Vec<JoinHandle<Result<T, E>>>,
+    within: Duration,
+    why: &str,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(waiters.len());
+    for w in waiters {
+        let r = tokio::time::timeout(within, w).await.expect(why);
+        out.push(r.unwrap().unwrap());
+    }
+    out
+}
+
+/// Takes `lock` and releases it at once (warms the script cache, or shows the lock is free).
+pub async fn take_and_release<K: LockKind>(lock: &Lock<K>) {
+    lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
+/// [`take_and_release`] with an explicit lease.
+pub async fn take_and_release_with_lease<K: LockKind>(lock: &Lock<K>, lease: Duration) {
+    lock.lock_with_lease(lease)
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+/// `try_lock` must succeed at once (the lock is free); the hold is released again.
+pub async fn free_now<K: LockKind>(lock: &Lock<K>) {
+    let guard = lock.try_lock().await.unwrap().expect("the lock is free");
+    guard.unlock().await.unwrap();
+}
