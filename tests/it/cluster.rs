@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestCluster};
-use crate::support::{eventually, subscribed};
+use crate::support::{eventually, subscribed, take_and_release};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
 
@@ -140,36 +140,12 @@ async fn names_that_split_across_slots_are_refused_before_anything_is_sent(clust
     );
     // Names with one non-empty tag, or no braces, work for every kind.
     for name in ["a{b}c", "{user1}:lock", "plain-name"] {
-        c.get_lock(name)
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
-        c.get_fair_lock(name)
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
-        c.get_fenced_lock(name)
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        take_and_release(&c.get_lock(name)).await;
+        take_and_release(&c.get_fair_lock(name)).await;
+        take_and_release(&c.get_fenced_lock(name)).await;
         let rw = c.get_read_write_lock(name);
         rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
-        rw.write_lock()
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        take_and_release(&rw.write_lock()).await;
         let exists: bool = raw.exists(name).await.unwrap();
         assert!(!exists, "{name:?} left its key behind");
     }
@@ -387,13 +363,7 @@ async fn replica_sync_failure_undoes_the_acquire(cluster: &TestCluster) {
     })
     .await;
     // Warm the replica count cache while the replica is healthy.
-    c.get_lock(name)
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&c.get_lock(name)).await;
     let master = cluster.master_of(slot(name));
     let replica = cluster
         .nodes

@@ -107,14 +107,7 @@ async fn connect_loads_the_scripts() {
         .query_async(&mut raw)
         .await
         .unwrap();
-    client
-        .get_lock("preloaded")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.get_lock("preloaded")).await;
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(&mut raw)

@@ -227,25 +227,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     let l = latch.clone();
     let waiting = tokio::spawn(async move { l.wait().await });
     assert!(channel_subscribers(&server, &channel, 1).await);
-    let before = client.stats().subscriber_connections;
-    let mut raw = server.conn().await;
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert!(
-        eventually(WAIT, || async {
-            client.stats().subscriber_connections > before
-        })
-        .await
-    );
-    assert!(
-        channel_subscribers(&server, &channel, 1).await,
-        "not resubscribed"
-    );
+    kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other.get_count_down_latch(name).count_down().await.unwrap();
     tokio::time::timeout(WAIT, waiting)

@@ -55,14 +55,27 @@ async fn hget(server: &TestServer, key: &str, field: &str) -> i64 {
 
 /// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:
 /// the trap must catch the real `EVALSHA`, not a first `NOSCRIPT` round.
-async fn warm_up(client: &Client) {
-    let l = client.get_lock("fault:warm-up");
-    l.lock_with_lease(Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unlock()
+/// A server, the fault proxy in front of it, and a client connected through the proxy with
+/// `config` applied to its `Config`.
+async fn proxied(config: impl FnOnce(Config) -> Config) -> (TestServer, Proxy, Client) {
+    let server = TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client = Client::with_config(config(Config::new(proxy.url())))
         .await
         .unwrap();
+    (server, proxy, client)
+}
+
+/// The lost-reply tests' client: a 2 s reply timeout, up to 4 attempts.
+fn retrying(config: Config) -> Config {
+    config
+        .with_response_timeout(Duration::from_secs(2))
+        .with_retry_attempts(4)
+}
+
+async fn warm_up(client: &Client) {
+    let l = client.get_lock("fault:warm-up");
+    take_and_release_with_lease(&l, Duration::from_secs(5)).await;
 }
 
 /// T8, in process: the holder's renewals are blackholed (a partition, or a stalled holder
@@ -167,21 +180,13 @@ async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed
             })
         })
         .collect();
-    let mut raw = server.conn().await;
     assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 1 }).await);
     assert!(subscribed(&waiter_client, 1).await);
     let connections_before = waiter_client.stats().subscriber_connections;
 
     proxy.set(Mode::Refuse);
     let refused_before = proxy.refused();
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert!(killed >= 1);
+    assert!(kill_subscribers(&server).await >= 1);
     assert!(eventually(BOUND, || async { numsub(&server, &channel).await == 0 }).await);
     // The release is published to nobody: the message is lost.
     held.unlock().await.unwrap();
@@ -223,15 +228,7 @@ async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed
 /// release (the lease could not have run out), and a final release publishes once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client = Client::with_config(
-        Config::new(proxy.url())
-            .with_response_timeout(Duration::from_secs(2))
-            .with_retry_attempts(4),
-    )
-    .await
-    .unwrap();
+    let (server, proxy, client) = proxied(retrying).await;
     warm_up(&client).await;
     let name = "fault:drop-unlock";
     let owner = LockOwner::new(1);
@@ -277,15 +274,7 @@ async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
 /// count is not inflated and the lock is not leaked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client = Client::with_config(
-        Config::new(proxy.url())
-            .with_response_timeout(Duration::from_secs(2))
-            .with_retry_attempts(4),
-    )
-    .await
-    .unwrap();
+    let (server, proxy, client) = proxied(retrying).await;
     warm_up(&client).await;
     let name = "fault:drop-acquire";
     let owner = LockOwner::new(1);
@@ -455,27 +444,12 @@ fn fair_lock_sha() -> Vec<u8> {
 /// never at the same time, and the queue ends empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiter_whose_winning_acquire_loses_its_reply_is_safe() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
+    let (server, proxy, via_proxy) = proxied(retrying).await;
     let direct = server.client().await;
-    let via_proxy = Client::with_config(
-        Config::new(proxy.url())
-            .with_response_timeout(Duration::from_secs(2))
-            .with_retry_attempts(4),
-    )
-    .await
-    .unwrap();
     let name = "fault:fair-drop";
     let lease = Duration::from_secs(30);
     // Load the fair scripts into the cache first.
-    via_proxy
-        .get_fair_lock(name)
-        .lock_with_lease(lease)
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release_with_lease(&via_proxy.get_fair_lock(name), lease).await;
     let held = direct
         .get_fair_lock(name)
         .lock_with_lease(lease)
@@ -538,15 +512,7 @@ async fn fair_queue_is(server: &TestServer, name: &str, n: usize) -> bool {
 /// final one publishes exactly one message (the spin lock none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reply_lost_releases_of_every_kind_are_applied_exactly_once() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client = Client::with_config(
-        Config::new(proxy.url())
-            .with_response_timeout(Duration::from_secs(2))
-            .with_retry_attempts(4),
-    )
-    .await
-    .unwrap();
+    let (server, proxy, client) = proxied(retrying).await;
     let owner = LockOwner::new(7);
     let lease = Duration::from_secs(60);
     let f = field(&client, owner);
@@ -558,12 +524,7 @@ async fn reply_lost_releases_of_every_kind_are_applied_exactly_once() {
             let lock = $lock;
             let sha = sha_of(include_str!(concat!("../../lua/", $script)));
             // Warm the script cache so the trap catches the real EVALSHA.
-            lock.lock_with_lease(lease)
-                .await
-                .unwrap()
-                .unlock()
-                .await
-                .unwrap();
+            take_and_release_with_lease(&lock, lease).await;
             let g1 = lock.lock_with_lease(lease).await.unwrap();
             let g2 = lock.lock_with_lease(lease).await.unwrap();
             assert_eq!(hget(&server, name, &$field).await, 2, "{name}");
@@ -683,16 +644,12 @@ async fn latch_keys(server: &TestServer) -> Vec<String> {
 /// the same lost reply reports success (the test above): the report follows the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_retried_after_the_lease_ran_out_reports_it_lost() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client = Client::with_config(
-        Config::new(proxy.url())
-            .with_response_timeout(Duration::from_millis(300))
+    let (server, proxy, client) = proxied(|c| {
+        c.with_response_timeout(Duration::from_millis(300))
             .with_retry_delay(Duration::from_millis(100))
-            .with_retry_attempts(30),
-    )
-    .await
-    .unwrap();
+            .with_retry_attempts(30)
+    })
+    .await;
     warm_up(&client).await;
     let name = "fault:unlock-after-expiry";
     let lease = Duration::from_millis(1500);

@@ -318,17 +318,10 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
     pause_writes(&mut raw, 1_000).await;
     let s = sem.clone();
     let acquiring = tokio::spawn(async move { s.acquire(Some(Duration::from_secs(600))).await });
-    let parked = eventually(WAIT, || async {
-        let mut raw = server.conn().await;
-        let list: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
-    })
-    .await;
-    assert!(parked, "the acquire never reached the server");
+    assert!(
+        script_parked(&server).await,
+        "the acquire never reached the server"
+    );
     acquiring.abort();
     assert!(writes_resumed(&server, WAIT).await);
     assert_eq!(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::TestServer;
+use crate::support::{take_and_release, take_and_release_with_lease, TestServer};
 use redisson_lock::{Client, Config};
 
 /// `try_lock_for(Duration::MAX)` and huge leases used to panic on `Instant + Duration`
@@ -38,17 +38,7 @@ async fn huge_waits_and_leases_do_not_panic() {
 }
 
 async fn evalsha_calls(server: &TestServer) -> u64 {
-    let mut conn = server.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    crate::support::redisson::calls(server, "evalsha").await
 }
 
 /// A release used to wake two local waiters: one directly, one by the echo of its own `0`
@@ -62,12 +52,7 @@ async fn a_release_wakes_one_local_waiter_not_two() {
     let lease = Duration::from_secs(60);
     let lock = client.get_lock("one-wake");
     // Load the scripts first: a NOSCRIPT round counts as an EVALSHA call too.
-    lock.lock_with_lease(lease)
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release_with_lease(&lock, lease).await;
     let held = lock
         .with_owner(LockOwner::new(1))
         .lock_with_lease(lease)
@@ -119,20 +104,7 @@ async fn brace_names_work_on_a_single_server() {
         let guard = client.get_lock(name).lock().await.unwrap();
         guard.unlock().await.unwrap();
         let rw = client.get_read_write_lock(name);
-        rw.write_lock()
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
-        client
-            .get_fair_lock(name)
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        take_and_release(&rw.write_lock()).await;
+        take_and_release(&client.get_fair_lock(name)).await;
     }
 }

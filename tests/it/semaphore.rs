@@ -282,17 +282,10 @@ async fn permits_taken_for_a_dropped_acquire_are_given_back() {
     let s = sem.clone();
     let acquiring = tokio::spawn(async move { s.acquire(2).await });
     // Drop it once its script is parked on the server.
-    let parked = eventually(WAIT, || async {
-        let mut raw = server.conn().await;
-        let list: String = redis::cmd("CLIENT")
-            .arg("LIST")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
-    })
-    .await;
-    assert!(parked, "the acquire never reached the server");
+    assert!(
+        script_parked(&server).await,
+        "the acquire never reached the server"
+    );
     acquiring.abort();
     assert!(writes_resumed(&server, WAIT).await);
     // The script took both permits, then the give-back returned them and said so.
@@ -318,25 +311,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.acquire(1).await });
     assert!(channel_subscribers(&server, &channel, 1).await);
-    let before = client.stats().subscriber_connections;
-    let mut raw = server.conn().await;
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    assert!(
-        eventually(WAIT, || async {
-            client.stats().subscriber_connections > before
-        })
-        .await
-    );
-    assert!(
-        channel_subscribers(&server, &channel, 1).await,
-        "not resubscribed"
-    );
+    kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other.get_semaphore(name).release(1).await.unwrap();
     tokio::time::timeout(WAIT, waiting)

@@ -225,24 +225,11 @@ pub(crate) async fn preload(server: &TestServer, source: &str) -> Vec<u8> {
 }
 
 /// How many EVALSHA the server has run (only the waiters send any in these tests).
-async fn evalsha_calls(c: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(c)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 /// Waits until Redis has run `n` EVALSHA in all.
 async fn wait_evalsha(server: &TestServer, n: u64) {
-    let mut c = server.conn().await;
     let deadline = Instant::now() + BOUND;
-    while evalsha_calls(&mut c).await < n {
+    while crate::support::redisson::calls(server, "evalsha").await < n {
         assert!(
             Instant::now() < deadline,
             "the waiters never tried {n} times"

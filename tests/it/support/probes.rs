@@ -87,3 +87,50 @@ pub async fn channel_subscribers(server: &TestServer, channel: &str, n: i64) -> 
     })
     .await
 }
+
+/// `CLIENT KILL TYPE pubsub`: every subscriber connection of `server` dropped; how many.
+pub async fn kill_subscribers(server: &TestServer) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap()
+}
+
+/// Kills `client`'s subscriber connection and waits until it has reconnected and `channel` is
+/// subscribed again (the waiter parked on it is back on pub/sub).
+pub async fn kill_and_resubscribe(
+    server: &TestServer,
+    client: &redisson_lock::Client,
+    channel: &str,
+) {
+    let before = client.stats().subscriber_connections;
+    assert!(kill_subscribers(server).await >= 1, "no subscriber to kill");
+    assert!(
+        super::eventually(std::time::Duration::from_secs(15), || async {
+            client.stats().subscriber_connections > before
+        })
+        .await,
+        "the subscriber never reconnected"
+    );
+    assert!(
+        channel_subscribers(server, channel, 1).await,
+        "not resubscribed"
+    );
+}
+
+/// Whether a script call is running (or held by `CLIENT PAUSE`) on `server`, seen in
+/// `CLIENT LIST`, within a generous bound.
+pub async fn script_parked(server: &TestServer) -> bool {
+    super::eventually(std::time::Duration::from_secs(15), || async {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut server.conn().await)
+            .await
+            .unwrap();
+        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
+    })
+    .await
+}
