@@ -86,6 +86,24 @@ async fn wait_subscribers(server: &TestServer, channel: &str, n: i64) {
     assert!(ok, "{channel} never had {n} subscriber(s)");
 }
 
+/// `name` held by one client (kept alive in the tuple) and awaited by another client's task,
+/// which is parked on the lock's channel when this returns.
+async fn held_with_waiter(
+    server: &TestServer,
+    name: &str,
+) -> (
+    Client,
+    redisson_lock::LockGuard<redisson_lock::Reentrant>,
+    tokio::task::JoinHandle<redisson_lock::Result<()>>,
+) {
+    let holder = server.client().await;
+    let guard = holder.get_lock(name).lock().await.unwrap();
+    let lock = server.client().await.get_lock(name);
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    wait_subscribers(server, &lock_channel(name), 1).await;
+    (holder, guard, waiter)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_a_reentrant_hold_with_its_count_ttl_and_owner() {
     let server = TestServer::start();
@@ -145,12 +163,7 @@ async fn inspect_of_a_missing_key_says_not_locked_and_unknown_keys_show_their_va
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_counts_the_waiters_subscribed_on_the_unlock_channel() {
     let server = TestServer::start();
-    let holder = server.client().await;
-    let guard = holder.get_lock("cli:busy").lock().await.unwrap();
-    let other = server.client().await;
-    let waiter =
-        tokio::spawn(async move { other.get_lock("cli:busy").lock().await.map(|g| g.detach()) });
-    wait_subscribers(&server, &lock_channel("cli:busy"), 1).await;
+    let (_holder, guard, waiter) = held_with_waiter(&server, "cli:busy").await;
 
     let v = json(args(&server, &["inspect", "cli:busy"])).await;
     assert_eq!(v["waiters"], 1);
@@ -301,12 +314,7 @@ async fn list_scans_past_the_first_page() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_frees_the_lock_and_wakes_another_clients_waiter() {
     let server = TestServer::start();
-    let holder = server.client().await;
-    let guard = holder.get_lock("cli:stuck").lock().await.unwrap();
-    let other = server.client().await;
-    let waiter =
-        tokio::spawn(async move { other.get_lock("cli:stuck").lock().await.map(|g| g.detach()) });
-    wait_subscribers(&server, &lock_channel("cli:stuck"), 1).await;
+    let (_holder, guard, waiter) = held_with_waiter(&server, "cli:stuck").await;
 
     let out = cli(&args(&server, &["force-unlock", "cli:stuck", "--yes"])).await;
     assert_eq!(out.code, 0, "{}", out.stderr);

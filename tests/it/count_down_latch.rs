@@ -13,6 +13,16 @@ use redisson_lock::LockError;
 /// the message does not wake fails the test.
 const WAIT: Duration = Duration::from_secs(15);
 
+/// Runs one of Java's scripts on `name` (KEYS: the name and its channel), as a Java client would.
+async fn java(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    args: &[&str],
+) -> redis::Value {
+    eval(raw, script, &[name, &latch_channel(name)], args).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_down_to_an_open_latch() {
     let server = TestServer::start();
@@ -113,10 +123,10 @@ async fn the_zero_message_wakes_every_waiter() {
     // Java's count-down (its own script) takes it to zero and publishes `0`.
     let mut raw = server.conn().await;
     let channel = latch_channel(name);
-    eval(
+    java(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
-        &[name, &channel],
+        name,
         &["0", "PUBLISH"],
     )
     .await;
@@ -143,19 +153,19 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert_eq!(key_type(&mut raw, name).await, "string");
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     // Java's trySetCount on an armed latch: refused.
-    let set = eval(
+    let set = java(
         &mut raw,
         redisson::LATCH_TRY_SET,
-        &[name, &channel],
+        name,
         &["1", "7", "PUBLISH"],
     )
     .await;
     assert_eq!(set, redis::Value::Int(0));
     // Java counts down once, we count down to zero: deleted, `0` published once.
-    eval(
+    java(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
-        &[name, &channel],
+        name,
         &["0", "PUBLISH"],
     )
     .await;
@@ -165,10 +175,10 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert!(!exists(&mut raw, name).await);
 
     // Java arms, we read and count down.
-    let set = eval(
+    let set = java(
         &mut raw,
         redisson::LATCH_TRY_SET,
-        &[name, &channel],
+        name,
         &["1", "1", "PUBLISH"],
     )
     .await;
@@ -179,13 +189,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our delete: `1`, as Java's; Java's delete then finds nothing.
     assert!(latch.delete().await.unwrap());
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
-    let del = eval(
-        &mut raw,
-        redisson::LATCH_DELETE,
-        &[name, &channel],
-        &["1", "PUBLISH"],
-    )
-    .await;
+    let del = java(&mut raw, redisson::LATCH_DELETE, name, &["1", "PUBLISH"]).await;
     assert_eq!(del, redis::Value::Int(0));
     assert!(messages.next(Duration::from_millis(100)).await.is_none());
     let all: Vec<String> = raw.keys("*").await.unwrap();
@@ -262,7 +266,6 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
     let proxy = ReplyDelay::start(server.port, b"$3\r\nGET\r\n".to_vec(), WINDOW).await;
     let client = delayed_waiter(&proxy).await;
     let name = "latch:window";
-    let channel = latch_channel(name);
     let mut raw = server.conn().await;
     let _: () = raw.set(name, 1).await.unwrap();
     reset_stats(&server).await;
@@ -272,10 +275,10 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
         async move { latch.wait().await }
     })
     .await;
-    eval(
+    java(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
-        &[name, &channel],
+        name,
         &["0", "PUBLISH"],
     )
     .await;

@@ -17,13 +17,23 @@ async fn receipts(raw: &mut MultiplexedConnection) -> Vec<String> {
     raw.keys("redisson_semaphore_latch:*").await.unwrap()
 }
 
-/// Waits until every request receipt is deleted (they go in a batch after the reply).
-async fn receipts_gone(server: &TestServer) -> bool {
-    eventually(WAIT, || async {
-        let mut raw = server.conn().await;
-        receipts(&mut raw).await.is_empty()
+/// Asserts that every request receipt is deleted in time (they go in a batch after the reply).
+async fn assert_receipts_gone(server: &TestServer) {
+    let gone = eventually(WAIT, || async {
+        receipts(&mut server.conn().await).await.is_empty()
     })
-    .await
+    .await;
+    assert!(gone, "{:?}", receipts(&mut server.conn().await).await);
+}
+
+/// Runs one of Java's scripts on `name` (KEYS: the name and its channel), as a Java client would.
+async fn java(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    args: &[&str],
+) -> redis::Value {
+    eval(raw, script, &[name, &redisson::sem_channel(name)], args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,11 +74,7 @@ async fn permits_are_set_taken_released_drained_and_added() {
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     assert!(sem.delete().await.unwrap());
     assert!(!exists(&mut raw, name).await);
-    assert!(
-        receipts_gone(&server).await,
-        "{:?}",
-        receipts(&mut raw).await
-    );
+    assert_receipts_gone(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,13 +169,7 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let channel = redisson::sem_channel(name);
     assert!(channel_subscribers(&server, &channel, 1).await);
     // A Java client's release of 3 (its own script): one message `3` wakes all three.
-    eval(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        &[name, &channel],
-        &["3", "PUBLISH"],
-    )
-    .await;
+    java(&mut raw, redisson::SEM_RELEASE, name, &["3", "PUBLISH"]).await;
     all_woken(waiters, WAIT, "a waiter was not woken by the Java release").await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
@@ -196,13 +196,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let took = eval(&mut raw, redisson::SEM_TRY_ACQUIRE, &[name], &["3"]).await;
     assert_eq!(took, redis::Value::Int(0));
     // Java releases: its message is the new count, and we read its data.
-    eval(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        &[name, &channel],
-        &["1", "PUBLISH"],
-    )
-    .await;
+    java(&mut raw, redisson::SEM_RELEASE, name, &["1", "PUBLISH"]).await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(sem.available_permits().await.unwrap(), 3);
     // Our release publishes what Java's does: the new count.
@@ -212,13 +206,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
     sem.add_permits(-1).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("4"));
-    eval(
-        &mut raw,
-        redisson::SEM_ADD,
-        &[name, &channel],
-        &["-1", "PUBLISH"],
-    )
-    .await;
+    java(&mut raw, redisson::SEM_ADD, name, &["-1", "PUBLISH"]).await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // Drain: both set 0 and return the old count; no message.
@@ -228,18 +216,12 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let old = eval(&mut raw, redisson::SEM_DRAIN, &[name], &[]).await;
     assert_eq!(old, redis::Value::BulkString(b"2".to_vec()));
     // Java's trySetPermits on an existing semaphore: refused, as ours.
-    let set = eval(
-        &mut raw,
-        redisson::SEM_TRY_SET,
-        &[name, &channel],
-        &["9", "PUBLISH"],
-    )
-    .await;
+    let set = java(&mut raw, redisson::SEM_TRY_SET, name, &["9", "PUBLISH"]).await;
     assert_eq!(set, redis::Value::Int(0));
     assert!(!sem.try_set_permits(9).await.unwrap());
     assert!(messages.drain().is_empty(), "no other message");
     // Nothing of ours is left beside Redisson's key.
-    assert!(receipts_gone(&server).await);
+    assert_receipts_gone(&server).await;
     let all: Vec<String> = raw.keys("*").await.unwrap();
     assert_eq!(all, vec![name.to_owned()]);
 }
@@ -291,11 +273,7 @@ async fn permits_taken_for_a_dropped_acquire_are_given_back() {
     // The script took both permits, then the give-back returned them and said so.
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
-    assert!(
-        receipts_gone(&server).await,
-        "{:?}",
-        receipts(&mut raw).await
-    );
+    assert_receipts_gone(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,7 +432,6 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
     let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
     let client = delayed_waiter(&proxy).await;
     let name = "sem:window";
-    let channel = redisson::sem_channel(name);
     let mut raw = server.conn().await;
     let _: () = raw.set(name, 0).await.unwrap();
     reset_stats(&server).await;
@@ -464,13 +441,7 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
         async move { sem.acquire(1).await }
     })
     .await;
-    eval(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        &[name, &channel],
-        &["3", "PUBLISH"],
-    )
-    .await;
+    java(&mut raw, redisson::SEM_RELEASE, name, &["3", "PUBLISH"]).await;
     all_woken(
         waiters,
         Duration::from_secs(25),
