@@ -205,14 +205,7 @@ async fn queue_deadlines_and_per_waiter_channels_as_java_sees_them() {
     wb.finish().await;
     // The queue is empty, so the last release wakes nobody.
     assert!(listen_b.next(QUIET).await.is_none());
-    assert!(
-        eventually(WAIT, || async {
-            let mut raw = server.conn().await;
-            raw.keys::<_, Vec<String>>("*").await.unwrap().is_empty()
-        })
-        .await,
-        "keys left behind"
-    );
+    assert_nothing_left(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -154,14 +154,7 @@ async fn layout_timeout_keys_and_messages_as_java_sees_them() {
     w1.unlock().await.unwrap();
     assert_eq!(listener.next(WAIT).await.as_deref(), Some("1"));
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
-    assert!(
-        eventually(WAIT, || async {
-            let mut raw = server.conn().await;
-            raw.keys::<_, Vec<String>>("*").await.unwrap().is_empty()
-        })
-        .await,
-        "keys left behind"
-    );
+    assert_nothing_left(&server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -164,6 +164,19 @@ pub async fn exclusion<P: QuorumPolicy + 'static>(
     (most.load(Ordering::SeqCst), wins.load(Ordering::SeqCst))
 }
 
+/// The "take turns" scenario on three fresh nodes: five contenders take the lock four times
+/// each; never two inside at once, every acquisition happens, nothing of ours is left.
+pub async fn take_turns<P: QuorumPolicy + 'static>(make: fn(&Nodes, &str) -> MultiLock<P>) {
+    let nodes = Arc::new(nodes(3).await);
+    let (most, wins) = exclusion(nodes.clone(), "turns", make, 5, 4).await;
+    assert_eq!(most, 1, "two holders at once");
+    assert_eq!(wins, 20);
+    assert!(nodes
+        .nodes_with_ours(&nodes.all(), "turns")
+        .await
+        .is_empty());
+}
+
 /// Ten tasks contend at once; the winner keeps the lock until everyone has answered.
 pub async fn contend<P: QuorumPolicy + 'static>(
     nodes: Arc<Nodes>,

@@ -134,3 +134,17 @@ pub async fn script_parked(server: &TestServer) -> bool {
     })
     .await
 }
+
+/// Asserts that `server` comes to hold no key at all within a generous bound (a scenario left
+/// nothing behind), naming what is left otherwise.
+pub async fn assert_nothing_left(server: &TestServer) {
+    let keys = || async {
+        let keys: Vec<String> = server.conn().await.keys("*").await.unwrap();
+        keys
+    };
+    let empty = super::eventually(std::time::Duration::from_secs(15), || async {
+        keys().await.is_empty()
+    })
+    .await;
+    assert!(empty, "keys left behind: {:?}", keys().await);
+}
