@@ -8,7 +8,9 @@ use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use redisson_lock::{Client, Config, LockError, MultiLock, QuorumError, QuorumPolicy, RLock};
+use redisson_lock::{
+    Client, Config, LockError, MultiLock, MultiLockGuard, QuorumError, QuorumPolicy, RLock,
+};
 
 use crate::support::{eventually, servers, TestServer};
 
@@ -237,4 +239,16 @@ pub async fn drop_while_waiting<P: QuorumPolicy + 'static>(
     for &i in busy {
         assert!(nodes.foreign_still_holds(i, name).await);
     }
+}
+
+/// The Redlock hazard the fault tests provoke: A holds a majority on nodes 0 and 1, then B,
+/// after node 0 forgot or expired A's member, takes a second majority on nodes 0 and 2. Both
+/// guards believe they hold it, which no client-side check can see; both are released.
+pub async fn assert_double_grant(a: MultiLockGuard, b: MultiLockGuard) {
+    assert_eq!(b.held_nodes(), vec![0, 2]);
+    assert!(a.remaining_validity().unwrap() > Duration::ZERO);
+    assert!(b.remaining_validity().unwrap() > Duration::ZERO);
+    assert!(!a.is_lost());
+    let _ = b.unlock().await;
+    let _ = a.unlock().await;
 }

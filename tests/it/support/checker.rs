@@ -157,6 +157,12 @@ impl Holder {
         if let Some(f) = &spec.stop_file {
             arg("stop-file", f.display().to_string());
         }
+        Holder::run(&mut cmd, history)
+    }
+
+    /// Starts a holder process from a ready command (its own flags and environment); its
+    /// history goes to `history`.
+    pub fn run(cmd: &mut Command, history: PathBuf) -> Holder {
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
