@@ -381,6 +381,15 @@ struct Watch {
 }
 
 impl Watch {
+    /// The process must exit by itself, successfully, within the test's bound.
+    async fn exits_cleanly(&mut self) {
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("watch did not exit")
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+
     fn start(args: &[String]) -> Watch {
         let mut child = command(args).stdin(Stdio::null()).spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -432,11 +441,7 @@ async fn watch_prints_a_release_and_the_state_then_stops_on_ctrl_c() {
         .args(["-INT", &pid])
         .status();
     assert!(sent.unwrap().success());
-    let status = tokio::time::timeout(WAIT, watch.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    watch.exits_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,11 +455,7 @@ async fn watch_for_seconds_exits_by_itself_and_json_lines_parse() {
     let v: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(v["event"], "watching");
     assert!(v["time"].as_str().unwrap().ends_with('Z'));
-    let status = tokio::time::timeout(WAIT, watch.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    watch.exits_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

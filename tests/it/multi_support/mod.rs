@@ -120,6 +120,18 @@ pub fn quorum(e: LockError) -> QuorumError {
     }
 }
 
+/// A 60 s `try_lock_for` of `m` that must fail well before its wait ends (a dead member is
+/// an error, not a reason to wait); its quorum detail.
+pub async fn fails_fast<P: QuorumPolicy>(m: MultiLock<P>) -> QuorumError {
+    let started = std::time::Instant::now();
+    let err = m.try_lock_for(Duration::from_secs(60)).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "failed fast, not at the end of the wait"
+    );
+    quorum(err)
+}
+
 /// Nodes of `0..n` that are in `mask`.
 pub fn members(mask: u32, n: usize) -> Vec<usize> {
     (0..n).filter(|i| mask & (1 << i) != 0).collect()
