@@ -168,11 +168,7 @@ async fn inspect_counts_the_waiters_subscribed_on_the_unlock_channel() {
     let v = json(args(&server, &["inspect", "cli:busy"])).await;
     assert_eq!(v["waiters"], 1);
     guard.unlock().await.unwrap();
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "the task did not finish in time").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,11 +206,7 @@ async fn inspect_shows_a_fair_lock_queue_and_force_unlock_wakes_its_head() {
     // holder's 30 s lease would end the wait only well after WAIT.
     let out = cli(&args(&server, &["force-unlock", "cli:fair", "--yes"])).await;
     assert!(out.stdout.contains("unlocked"), "{}", out.stdout);
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("the queued waiter was not woken")
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "the queued waiter was not woken").await;
     drop(guard);
 }
 
@@ -320,11 +312,7 @@ async fn force_unlock_frees_the_lock_and_wakes_another_clients_waiter() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("unlocked"), "{}", out.stdout);
     // The watchdog lease is 30 s: only the release message can wake the waiter this soon.
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("the waiter was not woken")
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "the waiter was not woken").await;
     assert!(
         eventually(WAIT * 2, || async {
             guard.is_lost() || !guard.lock().is_held_by(guard.owner()).await.unwrap()
@@ -539,11 +527,7 @@ async fn works_on_a_cluster_and_through_sentinel() {
         .until("message redisson_lock__channel:cli:{c} 0")
         .await;
     drop(watch);
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "the task did not finish in time").await;
     drop(cluster);
 
     let sentinel = TestSentinel::start();

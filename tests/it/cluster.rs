@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestCluster};
-use crate::support::{eventually, subscribed, take_and_release};
+use crate::support::{eventually, finished, subscribed, take_and_release};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
 
@@ -228,11 +228,12 @@ async fn foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(
         .arg("0")
         .query(&mut node)
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(20), waiter)
-        .await
-        .expect("woken by the foreign SPUBLISH, not the 60 s TTL")
-        .unwrap()
-        .unwrap();
+    finished(
+        waiter,
+        Duration::from_secs(20),
+        "woken by the foreign SPUBLISH, not the 60 s TTL",
+    )
+    .await;
     let lock = c.get_lock(name);
     assert_eq!(
         lock.hold_count().await.unwrap(),
@@ -455,11 +456,12 @@ async fn slot_moved_while_waiting(cluster: &TestCluster) {
         .arg("0")
         .query(&mut node)
         .unwrap();
-    tokio::time::timeout(Duration::from_secs(30), waiter)
-        .await
-        .expect("acquired well before the 60 s TTL")
-        .unwrap()
-        .unwrap();
+    finished(
+        waiter,
+        Duration::from_secs(30),
+        "acquired well before the 60 s TTL",
+    )
+    .await;
     let holder: Vec<String> = redis::cmd("HKEYS").arg(name).query(&mut node).unwrap();
     assert_eq!(holder.len(), 1);
     assert!(holder[0].starts_with(c.id()));

@@ -114,11 +114,7 @@ async fn killed_holder_frees_the_lock_after_its_lease() {
     }
 
     let killed_at = victim.kill9();
-    let (token, guard) = tokio::time::timeout(BOUND, local)
-        .await
-        .expect("in-process waiter never acquired")
-        .unwrap()
-        .unwrap();
+    let (token, guard) = finished(local, BOUND, "in-process waiter never acquired").await;
     assert!(token > 1);
     guard.unlock().await.unwrap();
     for w in &mut waiters {

@@ -316,11 +316,8 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
     assert!(subscribed(&client, 1).await);
     proxy.drop_reply_after(&lock_sha());
     held.unlock().await.unwrap();
-    let g = tokio::time::timeout(BOUND, waiter)
+    let g = finished(waiter, BOUND, "the task did not finish in time")
         .await
-        .unwrap()
-        .unwrap()
-        .unwrap()
         .expect("waiter did not acquire");
     assert_eq!(proxy.dropped_replies(), 3);
     assert_eq!(hget(&server, name, &f).await, 1);
@@ -424,11 +421,8 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
     assert!(!waiter.is_finished(), "the waiter got a held lock");
 
     guard.unlock().await.unwrap();
-    let g = tokio::time::timeout(BOUND, waiter)
+    let g = finished(waiter, BOUND, "waiter not woken after the release")
         .await
-        .expect("waiter not woken after the release")
-        .unwrap()
-        .unwrap()
         .expect("waiter ran out of time");
     g.unlock().await.unwrap();
     assert!(!exists(&server, name).await);

@@ -52,11 +52,8 @@ async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
         .expect("lost() did not resolve");
 
     // The waiter was woken by its subscriber's reconnect and took the lock on the new server.
-    let got = tokio::time::timeout(BOUND, waiting)
+    let got = finished(waiting, BOUND, "waiter hung after the restart")
         .await
-        .expect("waiter hung after the restart")
-        .unwrap()
-        .unwrap()
         .expect("waiter ran out of time");
     assert!(waiter.stats().subscriber_connections > connections);
     assert!(exists(&server, name).await);
@@ -284,11 +281,8 @@ async fn release_during_a_server_stall_completes_after_it() {
     assert!(e.is_connection_error(), "{e}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     server.resume();
-    let g = tokio::time::timeout(BOUND, waiter)
+    let g = finished(waiter, BOUND, "the waiter never got the lock")
         .await
-        .expect("the waiter never got the lock")
-        .unwrap()
-        .unwrap()
         .expect("waiter ran out of time");
     g.unlock().await.unwrap();
     assert!(

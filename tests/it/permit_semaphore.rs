@@ -172,11 +172,7 @@ async fn expired_permits_return_to_the_pool() {
     messages.drain();
     let s = sem.clone();
     let waiting = tokio::spawn(async move { s.try_acquire(WAIT * 2, None).await });
-    let got = tokio::time::timeout(WAIT, waiting)
-        .await
-        .expect("not woken when the holder's lease ended")
-        .unwrap()
-        .unwrap();
+    let got = finished(waiting, WAIT, "not woken when the holder's lease ended").await;
     assert!(got.is_some());
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
@@ -290,11 +286,7 @@ async fn a_waiter_is_woken_by_another_clients_release() {
     let waiting = tokio::spawn(async move { sem.acquire(None).await });
     assert!(channel_subscribers(&server, &sem_channel(name), 1).await);
     holder.release(&id).await.unwrap();
-    let got = tokio::time::timeout(WAIT, waiting)
-        .await
-        .expect("waiter not woken by the release")
-        .unwrap()
-        .unwrap();
+    let got = finished(waiting, WAIT, "waiter not woken by the release").await;
     let mut raw = server.conn().await;
     assert_eq!(
         held(&mut raw, name).await,

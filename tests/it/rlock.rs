@@ -192,11 +192,7 @@ async fn hash_tag_names_use_the_redisson_channel() {
 
     guard.unlock().await.unwrap();
     assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("waiter not woken")
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "waiter not woken").await;
     assert_eq!(listener.next(WAIT).await.as_deref(), Some("0"));
     assert!(!exists(&mut raw, name).await);
 }

@@ -135,11 +135,7 @@ async fn a_waiter_is_woken_by_another_clients_release() {
     // One permit is not enough: the waiter tries again and keeps waiting.
     releaser.get_semaphore(name).release(1).await.unwrap();
     releaser.get_semaphore(name).release(1).await.unwrap();
-    tokio::time::timeout(WAIT, waiting)
-        .await
-        .expect("waiter not woken by the release")
-        .unwrap()
-        .unwrap();
+    finished(waiting, WAIT, "waiter not woken by the release").await;
     let mut raw = server.conn().await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
     assert!(
@@ -292,11 +288,12 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other.get_semaphore(name).release(1).await.unwrap();
-    tokio::time::timeout(WAIT, waiting)
-        .await
-        .expect("waiter not woken after the subscriber came back")
-        .unwrap()
-        .unwrap();
+    finished(
+        waiting,
+        WAIT,
+        "waiter not woken after the subscriber came back",
+    )
+    .await;
 
     // Server restarted empty: the waiter reconnects and takes the permits set afterwards.
     let s = sem.clone();
@@ -309,11 +306,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     );
     let other = server.client().await;
     assert!(other.get_semaphore(name).try_set_permits(1).await.unwrap());
-    tokio::time::timeout(WAIT, waiting)
-        .await
-        .expect("waiter not woken after the restart")
-        .unwrap()
-        .unwrap();
+    finished(waiting, WAIT, "waiter not woken after the restart").await;
     let mut raw = server.conn().await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
@@ -383,11 +376,7 @@ async fn synchronizers_on_a_cluster() {
     let waiter = tokio::spawn(async move { waiting_sem.acquire(1).await });
     assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
     sem.release(1).await.unwrap();
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("semaphore waiter not woken by SPUBLISH")
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "semaphore waiter not woken by SPUBLISH").await;
 
     // Count-down latch: b waits, a counts down to zero.
     let latch = a.get_count_down_latch("cl-latch");
@@ -396,11 +385,7 @@ async fn synchronizers_on_a_cluster() {
     let waiter = tokio::spawn(async move { waiting_latch.wait().await });
     assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
     latch.count_down().await.unwrap();
-    tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("latch waiter not woken by SPUBLISH")
-        .unwrap()
-        .unwrap();
+    finished(waiter, WAIT, "latch waiter not woken by SPUBLISH").await;
 
     // Permit-expirable semaphore (a hash-tagged name): b waits, a releases its permit.
     let pes = a.get_permit_expirable_semaphore("{cl}:pes");
@@ -410,11 +395,7 @@ async fn synchronizers_on_a_cluster() {
     let waiter = tokio::spawn(async move { waiting_pes.acquire(None).await });
     assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
     pes.release(&id).await.unwrap();
-    let got = tokio::time::timeout(WAIT, waiter)
-        .await
-        .expect("permit waiter not woken by SPUBLISH")
-        .unwrap()
-        .unwrap();
+    let got = finished(waiter, WAIT, "permit waiter not woken by SPUBLISH").await;
     assert_ne!(got, id);
     assert_eq!(pes.available_permits().await.unwrap(), 0);
 }

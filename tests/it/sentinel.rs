@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
-use crate::support::subscribed;
+use crate::support::{finished, subscribed};
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
@@ -90,11 +90,12 @@ async fn sentinel_locks_survive_a_failover() {
     })
     .await;
     drop(held);
-    tokio::time::timeout(Duration::from_secs(40), waiter)
-        .await
-        .expect("waiter woke well before the 60 s lease")
-        .unwrap()
-        .unwrap();
+    finished(
+        waiter,
+        Duration::from_secs(40),
+        "waiter woke well before the 60 s lease",
+    )
+    .await;
     assert!(released.elapsed() < Duration::from_secs(50));
 
     // And new locks can be taken on the new master.

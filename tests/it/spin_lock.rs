@@ -86,11 +86,7 @@ async fn waiters_poll_without_subscribing() {
     assert_eq!(numsub(&mut raw, &channel(name)).await, 0);
     // ... and gets the lock after the release, which published nothing.
     held.unlock().await.unwrap();
-    let got = tokio::time::timeout(WAIT, task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let got = finished(task, WAIT, "the task did not finish in time").await;
     assert!(got.is_some(), "the waiter never found the lock free");
 
     // A Java holder: HSET + PEXPIRE; its release is Redisson's spin unlock script.
@@ -116,11 +112,7 @@ async fn waiters_poll_without_subscribing() {
         .await
         .unwrap();
     assert_eq!(released, Some(1));
-    let got = tokio::time::timeout(WAIT, task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let got = finished(task, WAIT, "the task did not finish in time").await;
     assert!(got.is_some());
     // Java's unlock script releases our hold too (same hash, same field rule).
     let ours = fields(&mut raw, name).await;

@@ -224,8 +224,6 @@ pub(crate) async fn preload(server: &TestServer, source: &str) -> Vec<u8> {
     sha.into_bytes()
 }
 
-/// How many EVALSHA the server has run (only the waiters send any in these tests).
-
 /// Waits until Redis has run `n` EVALSHA in all.
 async fn wait_evalsha(server: &TestServer, n: u64) {
     let deadline = Instant::now() + BOUND;

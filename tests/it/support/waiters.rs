@@ -44,10 +44,20 @@ pub async fn all_woken<T, E: std::fmt::Debug>(
 ) -> Vec<T> {
     let mut out = Vec::with_capacity(waiters.len());
     for w in waiters {
-        let r = tokio::time::timeout(within, w).await.expect(why);
-        out.push(r.unwrap().unwrap());
+        out.push(finished(w, within, why).await);
     }
     out
+}
+
+/// Waits for `task` to finish within `within` (`why` says what a timeout means); it must
+/// have succeeded. Its value.
+pub async fn finished<T, E: std::fmt::Debug>(
+    task: JoinHandle<Result<T, E>>,
+    within: Duration,
+    why: &str,
+) -> T {
+    let joined = tokio::time::timeout(within, task).await.expect(why);
+    joined.unwrap().unwrap()
 }
 
 /// Takes `lock` and releases it at once (warms the script cache, or shows the lock is free).
