@@ -188,8 +188,8 @@ MUTANTS = [
         """            let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let pause = match self.attempt(try_).await {""",
-        """            let attempt = self.attempt(try_).await;
+            let pause = match Box::pin(self.attempt(try_)).await {""",
+        """            let attempt = Box::pin(self.attempt(try_)).await;
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();

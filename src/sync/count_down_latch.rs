@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{allowed, deadline, refusal, run_once, wait_for, Step};
+use super::{deadline, run_once, wait_for, Named, Step};
 use crate::error::{from_script, LockError, Result};
 use crate::keys::count_down_latch_channel;
 use crate::pubsub::Wake;
@@ -55,33 +55,28 @@ pub struct CountDownLatch {
 
 #[derive(Debug)]
 struct Inner {
-    client: Client,
-    name: String,
-    channel: String,
-    refused: Option<&'static str>,
+    named: Named,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Named;
+    fn deref(&self) -> &Named {
+        &self.named
+    }
 }
 
 impl CountDownLatch {
     pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
         let channel = count_down_latch_channel(&name);
-        let refused = refusal(&client, &name, &[&channel]);
+        let named = Named::new(client, name, channel, &[]);
         CountDownLatch {
-            inner: Arc::new(Inner {
-                client,
-                name,
-                channel,
-                refused,
-            }),
+            inner: Arc::new(Inner { named }),
         }
     }
 
     /// The latch's name (its key).
     pub fn name(&self) -> &str {
         &self.inner.name
-    }
-
-    fn check(&self) -> Result<()> {
-        allowed(self.inner.refused)
     }
 
     /// Sets the count if the latch does not exist (Redisson's `trySetCount`) and publishes `1`.
@@ -93,7 +88,7 @@ impl CountDownLatch {
     /// [`LockError::InvalidArgument`] for a negative count (nothing is sent); connection
     /// errors.
     pub async fn try_set_count(&self, count: i64) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         if count < 0 {
             return Err(LockError::InvalidArgument(
                 "a count-down latch's count must not be negative",
@@ -112,7 +107,7 @@ impl CountDownLatch {
     ///
     /// [`LockError::WrongType`]; connection errors (not retried, see "Cancel safety").
     pub async fn count_down(&self) -> Result<()> {
-        self.check()?;
+        self.inner.check()?;
         let inner = self.inner.clone();
         let task = tokio::spawn(async move {
             let c = &inner;
@@ -133,7 +128,7 @@ impl CountDownLatch {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn get_count(&self) -> Result<i64> {
-        self.check()?;
+        self.inner.check()?;
         let mut conn = self.inner.client.conn();
         let v: Option<i64> = redis::cmd("GET")
             .arg(&self.inner.name)
@@ -164,7 +159,7 @@ impl CountDownLatch {
     }
 
     async fn wait_until(&self, wait: Option<Duration>) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
         let open = wait_for(&c.client, &c.channel, Wake::All, deadline, || async {
@@ -185,7 +180,7 @@ impl CountDownLatch {
     ///
     /// Connection errors.
     pub async fn delete(&self) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let c = &self.inner;
         let inv = scripts::latch_delete(&c.name, &c.channel, c.client.publish_command());
         Ok(super::run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)

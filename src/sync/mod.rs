@@ -115,17 +115,43 @@ pub(crate) fn deadline(wait: Duration) -> Option<Instant> {
     Instant::now().checked_add(wait)
 }
 
-/// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that
-/// Redisson's naming rule puts in another hash slot than the name itself.
-/// The error for a name [`refusal`] refused (checked before anything is sent).
-pub(crate) fn allowed(refused: Option<&'static str>) -> Result<()> {
-    match refused {
-        Some(why) => Err(LockError::InvalidArgument(why)),
-        None => Ok(()),
+/// What every synchronizer handle holds: its client, its name (the count key), its channel,
+/// and why the name is refused, if it is ([`refusal`]), checked by [`Named::check`] before
+/// anything is sent. Each synchronizer's own state derefs to it.
+#[derive(Debug)]
+pub(crate) struct Named {
+    pub(crate) client: Client,
+    pub(crate) name: String,
+    pub(crate) channel: String,
+    refused: Option<&'static str>,
+}
+
+impl Named {
+    /// `related`: the keys besides the name and the channel that must share its hash slot.
+    pub(crate) fn new(client: Client, name: String, channel: String, related: &[&str]) -> Named {
+        let mut keys = vec![channel.as_str()];
+        keys.extend_from_slice(related);
+        let refused = refusal(&client, &name, &keys);
+        Named {
+            client,
+            name,
+            channel,
+            refused,
+        }
+    }
+
+    /// The error for a refused name (nothing is sent).
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.refused {
+            Some(why) => Err(LockError::InvalidArgument(why)),
+            None => Ok(()),
+        }
     }
 }
 
-pub(crate) fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str> {
+/// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that
+/// Redisson's naming rule puts in another hash slot than the name itself.
+fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str> {
     if name.is_empty() {
         return Some("the name must not be empty");
     }

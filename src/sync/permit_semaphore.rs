@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{allowed, deadline, epoch_ms, refusal, run_repeatable, wait_for, Step};
+use super::{deadline, epoch_ms, run_repeatable, wait_for, Named, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -116,11 +116,16 @@ pub struct PermitExpirableSemaphore {
 
 #[derive(Debug)]
 struct Inner {
-    client: Client,
-    name: String,
+    named: Named,
+    /// The permits' lease ends: a sorted set `{<name>}:timeout`.
     timeouts: String,
-    channel: String,
-    refused: Option<&'static str>,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Named;
+    fn deref(&self) -> &Named {
+        &self.named
+    }
 }
 
 impl Inner {
@@ -211,25 +216,15 @@ impl PermitExpirableSemaphore {
     pub(crate) fn new(client: Client, name: String) -> PermitExpirableSemaphore {
         let channel = prefix_name(SEMAPHORE_CHANNEL_PREFIX, &name);
         let timeouts = suffix_name(&name, "timeout");
-        let refused = refusal(&client, &name, &[&channel, &timeouts]);
+        let named = Named::new(client, name, channel, &[&timeouts]);
         PermitExpirableSemaphore {
-            inner: Arc::new(Inner {
-                client,
-                name,
-                timeouts,
-                channel,
-                refused,
-            }),
+            inner: Arc::new(Inner { named, timeouts }),
         }
     }
 
     /// The semaphore's name (its count key).
     pub fn name(&self) -> &str {
         &self.inner.name
-    }
-
-    fn check(&self) -> Result<()> {
-        allowed(self.inner.refused)
     }
 
     /// Sets the number of permits if the semaphore does not exist (Redisson's `trySetPermits`)
@@ -239,7 +234,7 @@ impl PermitExpirableSemaphore {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let c = &self.inner;
         let k = SemKeys {
             name: &c.name,
@@ -287,7 +282,7 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<PermitId>> {
-        self.check()?;
+        self.inner.check()?;
         expiry_of(lease)?;
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
@@ -369,7 +364,7 @@ impl PermitExpirableSemaphore {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn try_release(&self, id: &PermitId) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let inner = self.inner.clone();
         let id = id.clone();
         // In a task of its own: a dropped release still completes.
@@ -389,7 +384,7 @@ impl PermitExpirableSemaphore {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn available_permits(&self) -> Result<i64> {
-        self.check()?;
+        self.inner.check()?;
         let c = &self.inner;
         let inv = scripts::pes_available(&c.keys(), epoch_ms());
         run_repeatable::<i64>(&c.client, &c.name, &inv).await
@@ -403,7 +398,7 @@ impl PermitExpirableSemaphore {
     /// [`LockError::InvalidArgument`] for a zero lease or one over 100 years (nothing sent);
     /// connection errors.
     pub async fn update_lease_time(&self, id: &PermitId, lease: Option<Duration>) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let expiry = expiry_of(lease)?;
         let c = &self.inner;
         let inv = scripts::pes_update_lease(&c.keys(), &id.bytes, expiry, epoch_ms());
@@ -416,7 +411,7 @@ impl PermitExpirableSemaphore {
     ///
     /// Connection errors.
     pub async fn delete(&self) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let c = &self.inner;
         let mut conn = c.client.conn_synced();
         let n: i64 = redis::cmd("DEL")

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{allowed, check_permits, deadline, refusal, run_once, run_repeatable, wait_for, Step};
+use super::{check_permits, deadline, run_once, run_repeatable, wait_for, Named, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -76,10 +76,14 @@ pub struct Semaphore {
 
 #[derive(Debug)]
 struct Inner {
-    client: Client,
-    name: String,
-    channel: String,
-    refused: Option<&'static str>,
+    named: Named,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Named;
+    fn deref(&self) -> &Named {
+        &self.named
+    }
 }
 
 impl Inner {
@@ -162,24 +166,15 @@ impl Semaphore {
     pub(crate) fn new(client: Client, name: String) -> Semaphore {
         let channel = prefix_name(SEMAPHORE_CHANNEL_PREFIX, &name);
         let receipt = keys::semaphore_receipt(&name, "0");
-        let refused = refusal(&client, &name, &[&channel, &receipt]);
+        let named = Named::new(client, name, channel, &[&receipt]);
         Semaphore {
-            inner: Arc::new(Inner {
-                client,
-                name,
-                channel,
-                refused,
-            }),
+            inner: Arc::new(Inner { named }),
         }
     }
 
     /// The semaphore's name (its key).
     pub fn name(&self) -> &str {
         &self.inner.name
-    }
-
-    fn check(&self) -> Result<()> {
-        allowed(self.inner.refused)
     }
 
     /// Sets the number of permits if the semaphore does not exist yet (Redisson's
@@ -190,7 +185,7 @@ impl Semaphore {
     ///
     /// [`LockError::WrongType`] when the key holds another type; connection errors.
     pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let inv = scripts::semaphore_try_set(&self.inner.keys(), permits);
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
@@ -219,7 +214,7 @@ impl Semaphore {
     }
 
     async fn acquire_within(&self, permits: u32, wait: Option<Duration>) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         check_permits(permits)?;
         if permits == 0 {
             return Ok(true);
@@ -289,7 +284,7 @@ impl Semaphore {
     /// [`LockError::InvalidArgument`] for more than `i32::MAX` permits; connection errors once
     /// the retries (all with one receipt, so the permits are added once) are spent.
     pub async fn release(&self, permits: u32) -> Result<()> {
-        self.check()?;
+        self.inner.check()?;
         check_permits(permits)?;
         if permits == 0 {
             return Ok(());
@@ -321,7 +316,7 @@ impl Semaphore {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn available_permits(&self) -> Result<i64> {
-        self.check()?;
+        self.inner.check()?;
         let mut conn = self.inner.client.conn();
         let v: Option<i64> = redis::cmd("GET")
             .arg(&self.inner.name)
@@ -339,7 +334,7 @@ impl Semaphore {
     /// [`LockError::WrongType`]; connection errors (not retried: a repeat could drain permits
     /// released in between).
     pub async fn drain_permits(&self) -> Result<i64> {
-        self.check()?;
+        self.inner.check()?;
         let inv = scripts::semaphore_drain(&self.inner.name);
         run_once::<i64>(&self.inner.client, &self.inner.name, &inv).await
     }
@@ -352,7 +347,7 @@ impl Semaphore {
     ///
     /// [`LockError::WrongType`]; connection errors (not retried: a repeat would add twice).
     pub async fn add_permits(&self, permits: i32) -> Result<()> {
-        self.check()?;
+        self.inner.check()?;
         let inv = scripts::semaphore_add(&self.inner.keys(), permits);
         run_once::<i64>(&self.inner.client, &self.inner.name, &inv)
             .await
@@ -365,7 +360,7 @@ impl Semaphore {
     ///
     /// Connection errors.
     pub async fn delete(&self) -> Result<bool> {
-        self.check()?;
+        self.inner.check()?;
         let mut conn = self.inner.client.conn_synced();
         let n: i64 = redis::cmd("DEL")
             .arg(&self.inner.name)
