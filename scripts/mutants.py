@@ -402,11 +402,30 @@ MUTANTS = [
         ["--test", "cli", "works_on_a_cluster"],
         "CLI watch on a cluster with sharded pub/sub subscribes with SUBSCRIBE and misses SPUBLISH",
     ),
+    (
+        "batch-overtakes",
+        "src/conn/batch.rs",
+        """    state.flights < MAX_IN_FLIGHT && state.queue.is_empty() && !state.out.contains_key(key)""",
+        """    state.flights < MAX_IN_FLIGHT && state.queue.is_empty()""",
+        ["--lib", "conn::batch::tests::an_operation_on_a_key_whose_batch_is_out_waits_for_it"],
+        "group commit: an operation on a key whose batch is out takes a free flight and overtakes it (the trim before the cancelled acquire)",
+    ),
+    (
+        "batch-queue-overtakes",
+        "src/conn/batch.rs",
+        """        if state.out.contains_key(&key) || blocked.contains(&key) {""",
+        """        if blocked.contains(&key) {""",
+        ["--lib", "conn::batch::tests::a_batch_leaves_out"],
+        "group commit: a queued operation leaves in a new batch while an earlier batch on its key is still out",
+    ),
 ]
 
 def command(test):
     """`--test FILE [FILTER] ...` in the table -> the arguments for the one integration-test
-    binary `tests/it` (each file is a module there): `--test it -- FILE::FILTER ...`."""
+    binary `tests/it` (each file is a module there): `--test it -- FILE::FILTER ...`.
+    `--lib FILTER ...`: the library's own unit tests (no Redis)."""
+    if test[0] == "--lib":
+        return ["--lib", "--"] + test[1:]
     filters, i = [], 0
     while i < len(test):
         if test[i] == "--test":
@@ -423,8 +442,8 @@ def command(test):
 
 
 def targets(test):
-    """What must be built for a test command: the `it` binary."""
-    return ["--test", "it"]
+    """What must be built for a test command: the `it` binary, or the library's unit tests."""
+    return ["--lib"] if test[0] == "--lib" else ["--test", "it"]
 
 
 def run(cmd, cwd, env=None, quiet=True):

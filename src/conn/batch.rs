@@ -129,8 +129,7 @@ impl Batcher {
     /// Takes a free flight, or queues `cmd` (which [`carries`](Self::carries) accepted).
     pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
         let mut state = self.state.lock();
-        let free = state.flights < MAX_IN_FLIGHT && state.queue.is_empty();
-        if free && !state.out.contains_key(lock_key(cmd).unwrap_or_default()) {
+        if goes_direct(&state, lock_key(cmd).unwrap_or_default()) {
             state.flights += 1;
             return Ok(Entry::Direct(Flight(self.clone())));
         }
@@ -304,6 +303,13 @@ fn batch_cmd(group: &[Queued]) -> Cmd {
     cmd
 }
 
+/// Whether an operation on `key` may take a free flight now: one is free, nothing is queued
+/// (queued operations leave first), and no batch out carries an operation on the same key
+/// (it would overtake it: the trim settling a cancelled acquire must not run before it).
+fn goes_direct(state: &State, key: &[u8]) -> bool {
+    state.flights < MAX_IN_FLIGHT && state.queue.is_empty() && !state.out.contains_key(key)
+}
+
 /// Takes, when a flight is free, every queued operation whose key no batch out holds (and that
 /// no earlier operation on its key still waits ahead of) as the next batch, booking the flight
 /// and the keys; the others stay queued, in order.
@@ -361,4 +367,90 @@ fn parse(cmd: &Cmd) -> Option<(u8, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
     }
     let rest = args.map(|a| a.map(<[u8]>::to_vec)).collect::<Option<_>>()?;
     Some((index, keys, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The ordering rules without Redis: which operation may leave, and which batch forms.
+    use super::*;
+
+    fn queued(key: &str, tag: &str) -> Queued {
+        let (tx, _rx) = oneshot::channel();
+        Queued {
+            index: 0,
+            keys: vec![key.as_bytes().to_vec()],
+            args: vec![tag.as_bytes().to_vec()],
+            cmd: Cmd::new(),
+            synced: false,
+            tx,
+        }
+    }
+
+    fn tags(ops: &[Queued]) -> Vec<String> {
+        ops.iter()
+            .map(|q| String::from_utf8(q.args[0].clone()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn an_operation_on_a_key_whose_batch_is_out_waits_for_it() {
+        // The reorder bug of the first group commit: an acquire on `k` left in a batch, and
+        // the trim settling its cancelled caller took a free flight and ran first.
+        let mut state = State::default();
+        assert!(goes_direct(&state, b"k"));
+        state.out.insert(b"k".to_vec(), 1);
+        state.flights = 1;
+        assert!(!goes_direct(&state, b"k"), "overtakes the batch out on k");
+        assert!(goes_direct(&state, b"other"));
+        // Full flights, or anything queued, send everyone to the queue.
+        state.flights = MAX_IN_FLIGHT;
+        assert!(!goes_direct(&state, b"other"));
+        state.flights = 1;
+        state.queue.push(queued("x", "x"));
+        assert!(!goes_direct(&state, b"other"));
+    }
+
+    #[test]
+    fn a_batch_leaves_out_the_keys_of_batches_out_and_keeps_the_order_per_key() {
+        let mut state = State::default();
+        state.out.insert(b"k".to_vec(), 1);
+        state.flights = 1;
+        for (key, tag) in [
+            ("k", "acquire k"),
+            ("l", "acquire l"),
+            ("k", "trim k"),
+            ("l", "trim l"),
+        ] {
+            state.queue.push(queued(key, tag));
+        }
+        let (batch, keys) = take_ready(&mut state).expect("l's operations are ready");
+        assert_eq!(tags(&batch), ["acquire l", "trim l"], "in their order");
+        assert_eq!(keys, [b"l".to_vec(), b"l".to_vec()]);
+        assert_eq!(
+            tags(&state.queue),
+            ["acquire k", "trim k"],
+            "k's wait, in order"
+        );
+        assert_eq!(state.flights, 2);
+        assert_eq!(state.out[b"l".as_slice()], 2);
+        // Nothing else is ready while k's batch is out.
+        assert!(take_ready(&mut state).is_none());
+        // k's batch done: its operations leave together, still in order.
+        state.out.remove(b"k".as_slice());
+        state.flights -= 1;
+        let (batch, _) = take_ready(&mut state).expect("k is free");
+        assert_eq!(tags(&batch), ["acquire k", "trim k"]);
+        assert!(state.queue.is_empty());
+    }
+
+    #[test]
+    fn nothing_leaves_while_every_flight_is_out() {
+        let mut state = State {
+            flights: MAX_IN_FLIGHT,
+            ..State::default()
+        };
+        state.queue.push(queued("k", "acquire k"));
+        assert!(take_ready(&mut state).is_none());
+        assert_eq!(state.queue.len(), 1);
+    }
 }
