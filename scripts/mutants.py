@@ -403,6 +403,20 @@ MUTANTS = [
         "CLI watch on a cluster with sharded pub/sub subscribes with SUBSCRIBE and misses SPUBLISH",
     ),
     (
+        "sync-wait-leaks-subscription",
+        "src/sync/mod.rs",
+        """        Err(e) => return Err(e),
+    };
+    let mut retry = Retry::attempts(config);""",
+        """        Err(e) => return Err(e),
+    };
+    let channel = Box::leak(Box::new(channel));
+    let mut retry = Retry::attempts(config);""",
+        ["--test", "semaphore", "a_cancelled_wait", "--test", "count_down_latch", "a_cancelled_wait",
+         "--test", "permit_semaphore", "a_cancelled_wait"],
+        "a cancelled synchronizer wait never drops its subscription: the channel stays subscribed",
+    ),
+    (
         "batch-overtakes",
         "src/conn/batch.rs",
         """    state.flights < MAX_IN_FLIGHT && state.queue.is_empty() && !state.out.contains_key(key)""",

@@ -335,3 +335,89 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
     assert_eq!(held(&mut raw, name).await.len(), 1);
     sem.release(&id).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_nothing_behind() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let name = "pes:cancel-wait";
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(1).await.unwrap();
+    let holder = sem.acquire(None).await.unwrap();
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(None).await });
+    let channel = sem_channel(name);
+    assert!(channel_subscribers(&server, &channel, 1).await);
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(
+        channel_subscribers(&server, &channel, 0).await,
+        "left subscribed"
+    );
+    assert_eq!(client.stats().subscribed_channels, 0);
+    // Only the holder's permit was ever taken; released, the pool is whole again.
+    assert_eq!(held(&mut raw, name).await.len(), 1);
+    sem.release(&holder).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(held(&mut raw, name).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
+    let mut server = TestServer::start();
+    let client = server.client().await;
+    let name = "pes:faults";
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(1).await.unwrap();
+    let holder = sem.acquire(None).await.unwrap();
+    let channel = sem_channel(name);
+
+    // Subscriber connection killed: the waiter is resubscribed and woken by another client's
+    // release of the holder's permit.
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(None).await });
+    assert!(channel_subscribers(&server, &channel, 1).await);
+    kill_and_resubscribe(&server, &client, &channel).await;
+    let other = server.client().await;
+    other
+        .get_permit_expirable_semaphore(name)
+        .release(&holder)
+        .await
+        .unwrap();
+    let first = finished(
+        waiting,
+        WAIT,
+        "waiter not woken after the subscriber came back",
+    )
+    .await;
+    let mut raw = server.conn().await;
+    assert_eq!(
+        held(&mut raw, name).await,
+        vec![(first.to_string(), NON_EXPIRABLE.parse().unwrap())]
+    );
+
+    // Server restarted empty (every permit gone with it): the waiter reconnects and takes the
+    // permit set afterwards by another client.
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(None).await });
+    assert!(channel_subscribers(&server, &channel, 1).await);
+    tokio::task::block_in_place(|| server.restart());
+    assert!(
+        channel_subscribers(&server, &channel, 1).await,
+        "not resubscribed after the restart"
+    );
+    let other = server.client().await;
+    assert!(other
+        .get_permit_expirable_semaphore(name)
+        .try_set_permits(1)
+        .await
+        .unwrap());
+    let second = finished(waiting, WAIT, "waiter not woken after the restart").await;
+    let mut raw = server.conn().await;
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
+    assert_eq!(
+        held(&mut raw, name).await,
+        vec![(second.to_string(), NON_EXPIRABLE.parse().unwrap())]
+    );
+}
