@@ -150,14 +150,110 @@ async fn inspect_of_a_missing_key_says_not_locked_and_unknown_keys_show_their_va
     assert_eq!(human.code, 0);
     assert!(human.stdout.contains("not locked"), "{}", human.stdout);
 
-    // A semaphore-like string: reported as it is, never mistaken for a lock.
+    // A string that is no synchronizer's: reported as it is, never mistaken for a lock.
     let mut raw = server.conn().await;
-    let _: () = raw.set("cli:permits", "5").await.unwrap();
-    let v = json(args(&server, &["inspect", "cli:permits"])).await;
+    let _: () = raw.set("cli:note", "hello").await.unwrap();
+    let v = json(args(&server, &["inspect", "cli:note"])).await;
     assert_eq!(v["kind"], "unknown");
     assert_eq!(v["redis_type"], "string");
-    assert_eq!(v["value"], "5");
+    assert_eq!(v["value"], "hello");
     assert_eq!(v["ttl_ms"], -1);
+}
+
+/// Redisson's synchronizers, detected from their data as the crate leaves it: a permit
+/// semaphore by its `{NAME}:timeout` zset (permits with their leases), a semaphore or a latch by
+/// whose channel has waiters (Redisson stores both as an integer string), neither when nobody
+/// waits; force-unlock leaves them alone and `list` shows them only with `--all`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_tells_the_synchronizers_apart() {
+    let server = TestServer::start();
+    let client = server.client().await;
+
+    let pes = client.get_permit_expirable_semaphore("cli:pes");
+    assert!(pes.try_set_permits(3).await.unwrap());
+    let leased = pes.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let forever = pes.acquire(None).await.unwrap();
+    let v = json(args(&server, &["inspect", "cli:pes"])).await;
+    assert_eq!(v["kind"], "permit_semaphore");
+    assert_eq!(v["count"], 1);
+    let permits = v["permits"].as_array().unwrap();
+    assert_eq!(permits.len(), 2, "{v}");
+    let lease_of = |id: &str| {
+        permits
+            .iter()
+            .find(|p| p["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not in {v}"))["lease_ms"]
+            .clone()
+    };
+    let lease = lease_of(leased.as_str()).as_i64().unwrap();
+    assert!(lease > 500_000 && lease <= 600_000, "{lease}");
+    assert_eq!(lease_of(forever.as_str()), Value::Null);
+    assert_eq!(v["channels"], serde_json::json!(["redisson_sc:{cli:pes}"]));
+    let human = cli(&args(&server, &["inspect", "cli:pes"])).await;
+    assert!(
+        human.stdout.contains("permits  1 available"),
+        "{}",
+        human.stdout
+    );
+    assert!(
+        human.stdout.contains(&format!("{forever}  no lease")),
+        "{}",
+        human.stdout
+    );
+
+    // A semaphore with a waiter, a latch with a waiter, and an integer nobody waits on.
+    let sem = client.get_semaphore("cli:sem");
+    sem.try_set_permits(0).await.unwrap();
+    let s = sem.clone();
+    let sem_waiter = tokio::spawn(async move { s.acquire(1).await });
+    let latch = client.get_count_down_latch("cli:latch");
+    latch.try_set_count(2).await.unwrap();
+    let l = latch.clone();
+    let latch_waiter = tokio::spawn(async move { l.wait().await });
+    wait_subscribers(&server, "redisson_sc:{cli:sem}", 1).await;
+    wait_subscribers(&server, "redisson_countdownlatch__channel__{cli:latch}", 1).await;
+    let v = json(args(&server, &["inspect", "cli:sem"])).await;
+    assert_eq!(
+        (v["kind"].clone(), v["count"].clone()),
+        ("semaphore".into(), 0.into())
+    );
+    assert_eq!(v["waiters"], 1);
+    let v = json(args(&server, &["inspect", "cli:latch"])).await;
+    assert_eq!(
+        (v["kind"].clone(), v["count"].clone()),
+        ("count_down_latch".into(), 2.into())
+    );
+    assert_eq!(v["waiters"], 1);
+    let mut raw = server.conn().await;
+    let _: () = raw.set("cli:quiet", "5").await.unwrap();
+    let v = json(args(&server, &["inspect", "cli:quiet"])).await;
+    assert_eq!(v["kind"], "semaphore_or_latch");
+    assert_eq!(v["count"], 5);
+
+    // Not locks: force-unlock refuses and changes nothing; list shows them with --all only.
+    let out = cli(&args(&server, &["force-unlock", "cli:sem", "--yes"])).await;
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("not a lock"), "{}", out.stderr);
+    assert_eq!(sem.available_permits().await.unwrap(), 0);
+    let listed = json(args(&server, &["list", "cli:*"])).await;
+    assert_eq!(listed.as_array().unwrap().len(), 0, "{listed}");
+    let listed = json(args(&server, &["list", "cli:*", "--all"])).await;
+    let kinds: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"permit_semaphore") && kinds.contains(&"semaphore"),
+        "{kinds:?}"
+    );
+
+    sem.release(1).await.unwrap();
+    latch.count_down().await.unwrap();
+    latch.count_down().await.unwrap();
+    finished(sem_waiter, WAIT, "semaphore waiter").await;
+    finished(latch_waiter, WAIT, "latch waiter").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

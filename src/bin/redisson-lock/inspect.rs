@@ -20,6 +20,15 @@ pub const RWLOCK_CHANNEL: &str = "redisson_rwlock";
 const TOKEN: &str = "redisson_lock_token";
 const FAIR_QUEUE: &str = "redisson_lock_queue";
 const FAIR_TIMEOUT: &str = "redisson_lock_timeout";
+pub const SEMAPHORE_CHANNEL: &str = "redisson_sc";
+/// The permit semaphore's score of a permit without a lease (Redisson's `nonExpirableTimeout`).
+const NON_EXPIRABLE: i64 = 922_337_203_685_477;
+
+/// The count-down latch's channel: `redisson_countdownlatch__channel__{<name>}` (Redisson
+/// adds the braces itself here, whatever the name).
+pub fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
 
 /// `prefix:{name}`, or `prefix:name` when `name` contains `{` (Redisson's `prefixName`).
 pub fn prefix_name(prefix: &str, name: &str) -> String {
@@ -39,7 +48,7 @@ fn suffix_name(name: &str, suffix: &str) -> String {
     }
 }
 
-/// What a key holds, as far as locks go.
+/// What a key holds: a lock, one of Redisson's synchronizers, or something else.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
@@ -47,6 +56,15 @@ pub enum Kind {
     Fair,
     Fenced,
     ReadWrite,
+    /// `RPermitExpirableSemaphore`: an integer string and the `{NAME}:timeout` zset of permits.
+    PermitSemaphore,
+    /// `RSemaphore`: an integer string whose semaphore channel has subscribers.
+    Semaphore,
+    /// `RCountDownLatch`: an integer string whose latch channel has subscribers.
+    CountDownLatch,
+    /// An integer string with no waiters to tell a semaphore from a latch (Redisson stores both
+    /// the same way).
+    SemaphoreOrLatch,
     Unknown,
 }
 
@@ -57,9 +75,31 @@ impl Kind {
             Kind::Fair => "fair",
             Kind::Fenced => "fenced",
             Kind::ReadWrite => "read_write",
+            Kind::PermitSemaphore => "permit_semaphore",
+            Kind::Semaphore => "semaphore",
+            Kind::CountDownLatch => "count_down_latch",
+            Kind::SemaphoreOrLatch => "semaphore_or_latch",
             Kind::Unknown => "unknown",
         }
     }
+
+    /// Whether it is a lock (what `force-unlock` and `list` deal with).
+    pub fn is_lock(self) -> bool {
+        matches!(
+            self,
+            Kind::Reentrant | Kind::Fair | Kind::Fenced | Kind::ReadWrite
+        )
+    }
+}
+
+/// A permit of a permit semaphore: its id and the time left on its lease.
+#[derive(Clone, Debug, Serialize)]
+pub struct Permit {
+    /// The permit id as Redisson's `PermitId` prints it (hex of the 16 bytes).
+    pub id: String,
+    /// Milliseconds until the lease ends (negative: overdue, reclaimed by the next caller);
+    /// `null`: no lease.
+    pub lease_ms: Option<i64>,
 }
 
 /// One hash field of a lock: an owner and its hold count.
@@ -103,6 +143,10 @@ pub struct Inspection {
     pub waiters: i64,
     /// Unknown kinds: the value (string, or the first 100 members/entries).
     pub value: Option<serde_json::Value>,
+    /// Synchronizers: the semaphore's available permits, or the latch's count.
+    pub count: Option<i64>,
+    /// Permit semaphores: the permits taken (at most 1,000 shown).
+    pub permits: Vec<Permit>,
 }
 
 impl Inspection {
@@ -119,6 +163,8 @@ impl Inspection {
             channels: Vec::new(),
             waiters: 0,
             value: None,
+            count: None,
+            permits: Vec::new(),
         }
     }
 }
@@ -162,11 +208,52 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
             return Ok(found);
         }
     }
+    if redis_type == "string" && read_synchronizer(target, &mut found).await? {
+        return Ok(found);
+    }
     found.kind = Some(Kind::Unknown);
     if detail {
         found.value = value(target, name, &redis_type).await?;
     }
     Ok(found)
+}
+
+/// A string holding an integer is a synchronizer: a permit semaphore when its `{NAME}:timeout`
+/// zset exists, else a semaphore or a latch, told apart by whose channel has subscribers.
+/// `false`: the string is not an integer.
+async fn read_synchronizer(target: &Target, found: &mut Inspection) -> Result<bool> {
+    let mut conn = target.conn();
+    let value: String = conn.get(&found.name).await?;
+    let Ok(count) = value.trim().parse::<i64>() else {
+        return Ok(false);
+    };
+    found.count = Some(count);
+    let timeouts = suffix_name(&found.name, "timeout");
+    let timeouts_type: String = redis::cmd("TYPE")
+        .arg(&timeouts)
+        .query_async(&mut conn)
+        .await?;
+    if timeouts_type == "zset" {
+        found.kind = Some(Kind::PermitSemaphore);
+        let taken: Vec<(Vec<u8>, f64)> = conn.zrange_withscores(&timeouts, 0, 999).await?;
+        let now = now_ms();
+        found.permits = taken
+            .into_iter()
+            .map(|(id, end)| Permit {
+                id: id.iter().map(|b| format!("{b:02x}")).collect(),
+                lease_ms: (end as i64 != NON_EXPIRABLE).then(|| end as i64 - now),
+            })
+            .collect();
+        return Ok(true);
+    }
+    let semaphore = subscribers(target, &[prefix_name(SEMAPHORE_CHANNEL, &found.name)]).await?;
+    let latch = subscribers(target, &[latch_channel(&found.name)]).await?;
+    found.kind = Some(match (semaphore > 0, latch > 0) {
+        (true, false) => Kind::Semaphore,
+        (false, true) => Kind::CountDownLatch,
+        _ => Kind::SemaphoreOrLatch,
+    });
+    Ok(true)
 }
 
 /// The holders of a lock hash, or `None` when the hash is not a lock (a field that is neither
@@ -303,6 +390,14 @@ pub fn channels(found: &Inspection) -> Vec<String> {
             v
         }
         Some(Kind::Reentrant | Kind::Fenced) => vec![lock],
+        Some(Kind::PermitSemaphore | Kind::Semaphore) => {
+            vec![prefix_name(SEMAPHORE_CHANNEL, &found.name)]
+        }
+        Some(Kind::CountDownLatch) => vec![latch_channel(&found.name)],
+        Some(Kind::SemaphoreOrLatch) => vec![
+            prefix_name(SEMAPHORE_CHANNEL, &found.name),
+            latch_channel(&found.name),
+        ],
         Some(Kind::Unknown) => Vec::new(),
     }
 }

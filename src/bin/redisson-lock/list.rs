@@ -31,7 +31,7 @@ pub async fn run(target: &Target, pattern: &str, count: u32, all: bool, json: bo
         let (Some(kind), Some(redis_type)) = (found.kind, found.redis_type) else {
             continue; // expired between SCAN and now
         };
-        if kind == Kind::Unknown && !all {
+        if !kind.is_lock() && !all {
             continue;
         }
         entries.push(Entry {

@@ -16,7 +16,12 @@ pub fn inspection(found: &Inspection) -> String {
     match found.kind {
         None => out.push_str(&format!("{}: not locked\n", found.name)),
         Some(kind) => {
-            kv(&mut out, "lock", &found.name);
+            let synchronizer = found.count.is_some();
+            kv(
+                &mut out,
+                if synchronizer { "name" } else { "lock" },
+                &found.name,
+            );
             kv(&mut out, "kind", kind.as_str());
             if kind == Kind::Unknown {
                 kv(&mut out, "type", found.redis_type.as_deref().unwrap_or("?"));
@@ -25,9 +30,12 @@ pub fn inspection(found: &Inspection) -> String {
             if let Some(mode) = &found.mode {
                 kv(&mut out, "mode", mode);
             }
-            if kind != Kind::Unknown {
+            if kind.is_lock() {
                 kv(&mut out, "holders", &found.holders.len().to_string());
                 out.push_str(&holder_rows(found));
+            }
+            if let Some(count) = found.count {
+                out.push_str(&synchronizer_rows(found, kind, count));
             }
         }
     }
@@ -87,4 +95,34 @@ fn queue_rows(found: &Inspection) -> String {
         })
         .collect();
     output::table(&rows)
+}
+
+/// A semaphore's available permits (and a permit semaphore's permits taken), or a latch's count.
+fn synchronizer_rows(found: &Inspection, kind: Kind, count: i64) -> String {
+    let mut out = String::new();
+    match kind {
+        Kind::CountDownLatch => kv(&mut out, "count", &count.to_string()),
+        Kind::SemaphoreOrLatch => kv(
+            &mut out,
+            "value",
+            &format!("{count}  (a semaphore's permits or a latch's count: no waiters tell which)"),
+        ),
+        _ => kv(&mut out, "permits", &format!("{count} available")),
+    }
+    if kind == Kind::PermitSemaphore {
+        kv(&mut out, "taken", &found.permits.len().to_string());
+        let rows: Vec<Vec<String>> = found
+            .permits
+            .iter()
+            .map(|p| {
+                let lease = p
+                    .lease_ms
+                    .map(|t| format!("lease {}", output::remaining(t)))
+                    .unwrap_or_else(|| "no lease".to_owned());
+                vec![format!("  {}", p.id), lease]
+            })
+            .collect();
+        out.push_str(&output::table(&rows));
+    }
+    out
 }

@@ -40,6 +40,12 @@ pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<(
             found.redis_type.as_deref().unwrap_or("key")
         )));
     }
+    if !kind.is_lock() {
+        return Err(Failure(format!(
+            "`{name}` is a {}, not a lock: force-unlock leaves it alone",
+            kind.as_str().replace('_', " ")
+        )));
+    }
     if !yes && !confirm(&found)? {
         return report(
             name,
@@ -74,7 +80,11 @@ async fn force_unlock(target: &Target, found: &Inspection, kind: Kind) -> Result
                 _ => rw.read_lock().force_unlock().await?,
             }
         }
-        Kind::Unknown => false,
+        Kind::PermitSemaphore
+        | Kind::Semaphore
+        | Kind::CountDownLatch
+        | Kind::SemaphoreOrLatch
+        | Kind::Unknown => false,
     })
 }
 
