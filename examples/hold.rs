@@ -9,6 +9,8 @@
 //! * `fair`: the same with a fair lock, so the waiter is queued with a deadline;
 //! * `fenced`: a fenced lock taken twice (the token counter moves at each acquisition);
 //! * `rw`: two readers of one client hold a read-write lock and a second client waits to write.
+//! * `permits`: a permit-expirable semaphore of 3 permits, one taken with a 10-minute lease and
+//!   one without, until Ctrl-C (then both are released).
 use redisson_lock::{Client, Lock, LockError, LockKind, LockOwner};
 
 #[tokio::main]
@@ -17,8 +19,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let name = args.next().unwrap_or_else(|| "orders:42".to_owned());
     let kind = args.next().unwrap_or_else(|| "reentrant".to_owned());
-    if !["reentrant", "fair", "fenced", "rw"].contains(&kind.as_str()) {
-        return Err(format!("unknown kind `{kind}`: reentrant, fair, fenced or rw").into());
+    if !["reentrant", "fair", "fenced", "rw", "permits"].contains(&kind.as_str()) {
+        return Err(
+            format!("unknown kind `{kind}`: reentrant, fair, fenced, rw or permits").into(),
+        );
+    }
+    if kind == "permits" {
+        return hold_permits(&url, &name).await;
     }
     let holder = Client::connect(&url).await?;
     let waiter = Client::connect(&url).await?;
@@ -86,5 +93,21 @@ async fn twice<K: LockKind>(
     println!("holding `{name}` twice as {}:{id}", client.id());
     let _ = held.send(());
     outer.lost().await;
+    Ok(())
+}
+
+/// Takes two permits of a 3-permit semaphore (one leased for 10 minutes) until Ctrl-C.
+async fn hold_permits(url: &str, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::connect(url).await?;
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(3).await?;
+    let leased = sem
+        .acquire(Some(std::time::Duration::from_secs(600)))
+        .await?;
+    let kept = sem.acquire(None).await?;
+    println!("holding permits {leased} (10 min lease) and {kept} (no lease) of `{name}`");
+    tokio::signal::ctrl_c().await?;
+    sem.release(&leased).await?;
+    sem.release(&kept).await?;
     Ok(())
 }
