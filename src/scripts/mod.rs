@@ -84,6 +84,7 @@ scripts! {
     PES_RELEASE => "pes_release.lua",
     PES_AVAILABLE => "pes_available.lua",
     PES_UPDATE_LEASE => "pes_update_lease.lua",
+    PES_ADD => "pes_add.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

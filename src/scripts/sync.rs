@@ -190,3 +190,9 @@ pub(crate) fn pes_update_lease<'a>(
         .arg(k.publish);
     inv
 }
+
+pub(crate) fn pes_add<'a>(k: &PesKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
+    let mut inv = PES_ADD.prepare_invoke();
+    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
+    inv
+}

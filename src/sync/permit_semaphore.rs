@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{deadline, epoch_ms, run_repeatable, wait_for, Named, Step};
+use super::{deadline, epoch_ms, run_once, run_repeatable, wait_for, Named, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -388,6 +388,30 @@ impl PermitExpirableSemaphore {
         let c = &self.inner;
         let inv = scripts::pes_available(&c.keys(), epoch_ms());
         run_repeatable::<i64>(&c.client, &c.name, &inv).await
+    }
+
+    /// Adds `permits` to the pool, or removes them when negative (Redisson's `addPermits`: the
+    /// count may go negative; the key is created when missing and any TTL on it is cleared; a
+    /// positive amount is published, which wakes waiters). Permits held keep their ids and
+    /// leases.
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// slots.add_permits(2).await?; // two more render slots from now on
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::WrongType`]; connection errors (not retried: a repeat would add twice).
+    pub async fn add_permits(&self, permits: i32) -> Result<()> {
+        self.inner.check()?;
+        let c = &self.inner;
+        let inv = scripts::pes_add(&c.keys(), permits);
+        run_once::<i64>(&c.client, &c.name, &inv).await.map(|_| ())
     }
 
     /// Sets the lease of the held permit `id` to `lease` from now (`None`: never expires).

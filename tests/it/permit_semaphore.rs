@@ -15,6 +15,8 @@ use redisson_lock::{LockError, PermitId};
 /// Generous bound for anything event-driven; shorter than the 30 s re-check, so a waiter that
 /// is woken neither by the message nor by the earliest lease's end fails the test.
 const WAIT: Duration = Duration::from_secs(15);
+/// How long a message that should not come is given to show up.
+const QUIET: Duration = Duration::from_millis(500);
 
 /// The timeout ZSET as (hex id, score).
 async fn held(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, u64)> {
@@ -420,4 +422,59 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
         held(&mut raw, name).await,
         vec![(second.to_string(), NON_EXPIRABLE.parse().unwrap())]
     );
+}
+
+/// `add_permits` does what Java's `addPermits` does to the same data (compared key by key and
+/// message by message), keeps the permits held, and a positive amount wakes a waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    let (ours, java) = ("pes:add-ours", "pes:add-java");
+    let sem = client.get_permit_expirable_semaphore(ours);
+    let mut our_messages = Listener::start(&server, &sem_channel(ours)).await;
+    let mut java_messages = Listener::start(&server, &sem_channel(java)).await;
+    for amount in [2, -3, 4] {
+        sem.add_permits(amount).await.unwrap();
+        let _ = eval_bytes(
+            &mut raw,
+            redisson::PES_ADD,
+            &[java, &sem_channel(java)],
+            &[amount.to_string().as_bytes(), b"PUBLISH"],
+        )
+        .await;
+        assert_eq!(get_str(&mut raw, ours).await, get_str(&mut raw, java).await);
+        // A message is awaited as an event; its absence for the time a message takes.
+        let within = if amount > 0 { WAIT } else { QUIET };
+        let (a, b) = (
+            our_messages.next(within).await,
+            java_messages.next(within).await,
+        );
+        assert_eq!(a, b, "after adding {amount}");
+        assert_eq!(a.is_some(), amount > 0, "published only when positive");
+    }
+    assert_eq!(get_str(&mut raw, ours).await.as_deref(), Some("3"));
+    // A TTL on the count is cleared, as Java's SET does; permits held keep their leases.
+    let held_id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let _: () = raw.pexpire(ours, 60_000).await.unwrap();
+    sem.add_permits(1).await.unwrap();
+    assert_eq!(pttl(&mut raw, ours).await, -1);
+    assert_eq!(held(&mut raw, ours).await.len(), 1);
+    assert_eq!(sem.available_permits().await.unwrap(), 3);
+
+    // A waiter on an empty pool is woken by another client's add.
+    sem.add_permits(-3).await.unwrap();
+    let s = sem.clone();
+    let waiting = tokio::spawn(async move { s.acquire(None).await });
+    assert!(channel_subscribers(&server, &sem_channel(ours), 2).await);
+    let other = server.client().await;
+    other
+        .get_permit_expirable_semaphore(ours)
+        .add_permits(1)
+        .await
+        .unwrap();
+    let got = finished(waiting, WAIT, "waiter not woken by add_permits").await;
+    assert_ne!(got, held_id);
+    assert_eq!(held(&mut raw, ours).await.len(), 2);
 }

@@ -261,6 +261,13 @@ end; \
 local ret = redis.call('get', KEYS[1]); \
 return ret == false and 0 or ret;";
 
+/// `RedissonPermitExpirableSemaphore.addPermitsAsync`, the same commands in the same order.
+/// KEYS: name, channel; ARGV: permits (may be negative), publish command.
+pub const PES_ADD: &str = "local value = redis.call('get', KEYS[1]); \
+    if value == false then value = 0 end; \
+    redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1])); \
+    if tonumber(ARGV[1]) > 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end";
+
 /// Redisson's `nonExpirableTimeout` score.
 pub const NON_EXPIRABLE: &str = "922337203685477";
 
