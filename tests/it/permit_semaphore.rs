@@ -348,16 +348,14 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
     sem.try_set_permits(1).await.unwrap();
     let holder = sem.acquire(None).await.unwrap();
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(None).await });
     let channel = sem_channel(name);
-    assert!(channel_subscribers(&server, &channel, 1).await);
-    waiting.abort();
-    assert!(waiting.await.unwrap_err().is_cancelled());
-    assert!(
-        channel_subscribers(&server, &channel, 0).await,
-        "left subscribed"
-    );
-    assert_eq!(client.stats().subscribed_channels, 0);
+    cancelled_wait_unsubscribes(
+        &server,
+        &client,
+        &channel,
+        async move { s.acquire(None).await },
+    )
+    .await;
     // Only the holder's permit was ever taken; released, the pool is whole again.
     assert_eq!(held(&mut raw, name).await.len(), 1);
     sem.release(&holder).await.unwrap();

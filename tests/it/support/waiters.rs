@@ -80,3 +80,25 @@ pub async fn free_now<K: LockKind>(lock: &Lock<K>) {
     let guard = lock.try_lock().await.unwrap().expect("the lock is free");
     guard.unlock().await.unwrap();
 }
+
+/// The cancelled-wait scenario: `wait` parks on `channel` (subscribed), then its task is
+/// aborted; the channel must be unsubscribed and `client` left with no subscribed channel.
+pub async fn cancelled_wait_unsubscribes<T, Fut>(
+    server: &TestServer,
+    client: &redisson_lock::Client,
+    channel: &str,
+    wait: Fut,
+) where
+    Fut: Future<Output = T> + Send + 'static,
+    T: std::fmt::Debug + Send + 'static,
+{
+    let waiting = tokio::spawn(wait);
+    assert!(super::channel_subscribers(server, channel, 1).await);
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    assert!(
+        super::channel_subscribers(server, channel, 0).await,
+        "left subscribed"
+    );
+    assert_eq!(client.stats().subscribed_channels, 0);
+}
