@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, eval, latch_channel, reset_stats};
+use crate::support::redisson::{self, java_on, latch_channel, reset_stats};
 use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::LockError;
@@ -12,16 +12,6 @@ use redisson_lock::LockError;
 /// Generous bound for anything event-driven; shorter than the 30 s re-check, so a waiter that
 /// the message does not wake fails the test.
 const WAIT: Duration = Duration::from_secs(15);
-
-/// Runs one of Java's scripts on `name` (KEYS: the name and its channel), as a Java client would.
-async fn java(
-    raw: &mut redis::aio::MultiplexedConnection,
-    script: &str,
-    name: &str,
-    args: &[&str],
-) -> redis::Value {
-    eval(raw, script, &[name, &latch_channel(name)], args).await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_down_to_an_open_latch() {
@@ -123,10 +113,11 @@ async fn the_zero_message_wakes_every_waiter() {
     // Java's count-down (its own script) takes it to zero and publishes `0`.
     let mut raw = server.conn().await;
     let channel = latch_channel(name);
-    java(
+    java_on(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
         name,
+        latch_channel,
         &["0", "PUBLISH"],
     )
     .await;
@@ -153,19 +144,21 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert_eq!(key_type(&mut raw, name).await, "string");
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     // Java's trySetCount on an armed latch: refused.
-    let set = java(
+    let set = java_on(
         &mut raw,
         redisson::LATCH_TRY_SET,
         name,
+        latch_channel,
         &["1", "7", "PUBLISH"],
     )
     .await;
     assert_eq!(set, redis::Value::Int(0));
     // Java counts down once, we count down to zero: deleted, `0` published once.
-    java(
+    java_on(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
         name,
+        latch_channel,
         &["0", "PUBLISH"],
     )
     .await;
@@ -175,10 +168,11 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert!(!exists(&mut raw, name).await);
 
     // Java arms, we read and count down.
-    let set = java(
+    let set = java_on(
         &mut raw,
         redisson::LATCH_TRY_SET,
         name,
+        latch_channel,
         &["1", "1", "PUBLISH"],
     )
     .await;
@@ -189,7 +183,14 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our delete: `1`, as Java's; Java's delete then finds nothing.
     assert!(latch.delete().await.unwrap());
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
-    let del = java(&mut raw, redisson::LATCH_DELETE, name, &["1", "PUBLISH"]).await;
+    let del = java_on(
+        &mut raw,
+        redisson::LATCH_DELETE,
+        name,
+        latch_channel,
+        &["1", "PUBLISH"],
+    )
+    .await;
     assert_eq!(del, redis::Value::Int(0));
     assert!(messages.next(Duration::from_millis(100)).await.is_none());
     let all: Vec<String> = raw.keys("*").await.unwrap();
@@ -221,8 +222,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 
     // Subscriber killed: resubscribed, then woken by the count-down's `0`.
     let l = latch.clone();
-    let waiting = tokio::spawn(async move { l.wait().await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { l.wait().await }).await;
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other.get_count_down_latch(name).count_down().await.unwrap();
@@ -236,8 +236,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Server restarted empty: the latch is gone, so it is open; the reconnect wakes the waiter.
     latch.try_set_count(1).await.unwrap();
     let l = latch.clone();
-    let waiting = tokio::spawn(async move { l.wait().await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { l.wait().await }).await;
     tokio::task::block_in_place(|| server.restart());
     finished(waiting, WAIT, "waiter not woken after the restart").await;
 }
@@ -264,10 +263,11 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
         async move { latch.wait().await }
     })
     .await;
-    java(
+    java_on(
         &mut raw,
         redisson::LATCH_COUNT_DOWN,
         name,
+        latch_channel,
         &["0", "PUBLISH"],
     )
     .await;

@@ -285,8 +285,10 @@ async fn a_waiter_is_woken_by_another_clients_release() {
     let id = holder.acquire(None).await.unwrap();
 
     let sem = waiter_client.get_permit_expirable_semaphore(name);
-    let waiting = tokio::spawn(async move { sem.acquire(None).await });
-    assert!(channel_subscribers(&server, &sem_channel(name), 1).await);
+    let waiting = parked_on(&server, &sem_channel(name), 1, async move {
+        sem.acquire(None).await
+    })
+    .await;
     holder.release(&id).await.unwrap();
     let got = finished(waiting, WAIT, "waiter not woken by the release").await;
     let mut raw = server.conn().await;
@@ -329,8 +331,10 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
     // A cancelled wait leaves nothing either (the listener is the channel's other subscriber).
     let id = sem.acquire(None).await.unwrap();
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(None).await });
-    assert!(channel_subscribers(&server, &sem_channel(name), 2).await);
+    let waiting = parked_on(&server, &sem_channel(name), 2, async move {
+        s.acquire(None).await
+    })
+    .await;
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert!(channel_subscribers(&server, &sem_channel(name), 1).await);
@@ -376,8 +380,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Subscriber connection killed: the waiter is resubscribed and woken by another client's
     // release of the holder's permit.
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(None).await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(None).await }).await;
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other
@@ -400,8 +403,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Server restarted empty (every permit gone with it): the waiter reconnects and takes the
     // permit set afterwards by another client.
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(None).await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(None).await }).await;
     tokio::task::block_in_place(|| server.restart());
     assert!(
         channel_subscribers(&server, &channel, 1).await,
@@ -464,8 +466,10 @@ async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
     // A waiter on an empty pool is woken by another client's add.
     sem.add_permits(-3).await.unwrap();
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(None).await });
-    assert!(channel_subscribers(&server, &sem_channel(ours), 2).await);
+    let waiting = parked_on(&server, &sem_channel(ours), 2, async move {
+        s.acquire(None).await
+    })
+    .await;
     let other = server.client().await;
     other
         .get_permit_expirable_semaphore(ours)

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, eval, reset_stats};
+use crate::support::redisson::{self, eval, java_on, reset_stats};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -24,16 +24,6 @@ async fn assert_receipts_gone(server: &TestServer) {
     })
     .await;
     assert!(gone, "{:?}", receipts(&mut server.conn().await).await);
-}
-
-/// Runs one of Java's scripts on `name` (KEYS: the name and its channel), as a Java client would.
-async fn java(
-    raw: &mut redis::aio::MultiplexedConnection,
-    script: &str,
-    name: &str,
-    args: &[&str],
-) -> redis::Value {
-    eval(raw, script, &[name, &redisson::sem_channel(name)], args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +155,14 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let channel = redisson::sem_channel(name);
     assert!(channel_subscribers(&server, &channel, 1).await);
     // A Java client's release of 3 (its own script): one message `3` wakes all three.
-    java(&mut raw, redisson::SEM_RELEASE, name, &["3", "PUBLISH"]).await;
+    java_on(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        name,
+        redisson::sem_channel,
+        &["3", "PUBLISH"],
+    )
+    .await;
     all_woken(waiters, WAIT, "a waiter was not woken by the Java release").await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
@@ -192,7 +189,14 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let took = eval(&mut raw, redisson::SEM_TRY_ACQUIRE, &[name], &["3"]).await;
     assert_eq!(took, redis::Value::Int(0));
     // Java releases: its message is the new count, and we read its data.
-    java(&mut raw, redisson::SEM_RELEASE, name, &["1", "PUBLISH"]).await;
+    java_on(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        name,
+        redisson::sem_channel,
+        &["1", "PUBLISH"],
+    )
+    .await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(sem.available_permits().await.unwrap(), 3);
     // Our release publishes what Java's does: the new count.
@@ -202,7 +206,14 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
     sem.add_permits(-1).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("4"));
-    java(&mut raw, redisson::SEM_ADD, name, &["-1", "PUBLISH"]).await;
+    java_on(
+        &mut raw,
+        redisson::SEM_ADD,
+        name,
+        redisson::sem_channel,
+        &["-1", "PUBLISH"],
+    )
+    .await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // Drain: both set 0 and return the old count; no message.
@@ -212,7 +223,14 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let old = eval(&mut raw, redisson::SEM_DRAIN, &[name], &[]).await;
     assert_eq!(old, redis::Value::BulkString(b"2".to_vec()));
     // Java's trySetPermits on an existing semaphore: refused, as ours.
-    let set = java(&mut raw, redisson::SEM_TRY_SET, name, &["9", "PUBLISH"]).await;
+    let set = java_on(
+        &mut raw,
+        redisson::SEM_TRY_SET,
+        name,
+        redisson::sem_channel,
+        &["9", "PUBLISH"],
+    )
+    .await;
     assert_eq!(set, redis::Value::Int(0));
     assert!(!sem.try_set_permits(9).await.unwrap());
     assert!(messages.drain().is_empty(), "no other message");
@@ -283,8 +301,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 
     // Subscriber connection killed: the waiter is resubscribed and woken by a later release.
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(1).await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(1).await }).await;
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other.get_semaphore(name).release(1).await.unwrap();
@@ -297,8 +314,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 
     // Server restarted empty: the waiter reconnects and takes the permits set afterwards.
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.acquire(1).await });
-    assert!(channel_subscribers(&server, &channel, 1).await);
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(1).await }).await;
     tokio::task::block_in_place(|| server.restart());
     assert!(
         channel_subscribers(&server, &channel, 1).await,
@@ -422,7 +438,14 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
         async move { sem.acquire(1).await }
     })
     .await;
-    java(&mut raw, redisson::SEM_RELEASE, name, &["3", "PUBLISH"]).await;
+    java_on(
+        &mut raw,
+        redisson::SEM_RELEASE,
+        name,
+        redisson::sem_channel,
+        &["3", "PUBLISH"],
+    )
+    .await;
     all_woken(
         waiters,
         Duration::from_secs(25),

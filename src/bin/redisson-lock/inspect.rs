@@ -183,8 +183,11 @@ pub async fn run(target: &Target, name: &str, json: bool) -> Result<()> {
 /// The full report: data, channels and their subscribers.
 pub async fn inspect(target: &Target, name: &str) -> Result<Inspection> {
     let mut found = read(target, name, true).await?;
-    found.channels = channels(&found);
-    found.waiters = subscribers(target, &found.channels).await?;
+    // A semaphore's or latch's channels were counted to detect it.
+    if found.channels.is_empty() {
+        found.channels = channels(&found);
+        found.waiters = subscribers(target, &found.channels).await?;
+    }
     Ok(found)
 }
 
@@ -208,7 +211,7 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
             return Ok(found);
         }
     }
-    if redis_type == "string" && read_synchronizer(target, &mut found).await? {
+    if redis_type == "string" && read_synchronizer(target, &mut found, detail).await? {
         return Ok(found);
     }
     found.kind = Some(Kind::Unknown);
@@ -220,8 +223,8 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
 
 /// A string holding an integer is a synchronizer: a permit semaphore when its `{NAME}:timeout`
 /// zset exists, else a semaphore or a latch, told apart by whose channel has subscribers.
-/// `false`: the string is not an integer.
-async fn read_synchronizer(target: &Target, found: &mut Inspection) -> Result<bool> {
+/// `detail`: also the permits taken. `false`: the string is not an integer.
+async fn read_synchronizer(target: &Target, found: &mut Inspection, detail: bool) -> Result<bool> {
     let mut conn = target.conn();
     let value: String = conn.get(&found.name).await?;
     let Ok(count) = value.trim().parse::<i64>() else {
@@ -235,6 +238,9 @@ async fn read_synchronizer(target: &Target, found: &mut Inspection) -> Result<bo
         .await?;
     if timeouts_type == "zset" {
         found.kind = Some(Kind::PermitSemaphore);
+        if !detail {
+            return Ok(true);
+        }
         let taken: Vec<(Vec<u8>, f64)> = conn.zrange_withscores(&timeouts, 0, 999).await?;
         let now = now_ms();
         found.permits = taken
@@ -253,6 +259,8 @@ async fn read_synchronizer(target: &Target, found: &mut Inspection) -> Result<bo
         (false, true) => Kind::CountDownLatch,
         _ => Kind::SemaphoreOrLatch,
     });
+    found.channels = channels(found);
+    found.waiters = semaphore + latch;
     Ok(true)
 }
 

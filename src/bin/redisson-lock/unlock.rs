@@ -34,17 +34,18 @@ pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<(
             "not locked: nothing to unlock",
         );
     };
-    if kind == Kind::Unknown {
-        return Err(Failure(format!(
-            "`{name}` is a {} that does not look like a lock; left alone",
-            found.redis_type.as_deref().unwrap_or("key")
-        )));
-    }
     if !kind.is_lock() {
-        return Err(Failure(format!(
-            "`{name}` is a {}, not a lock: force-unlock leaves it alone",
-            kind.as_str().replace('_', " ")
-        )));
+        return Err(Failure(if kind == Kind::Unknown {
+            format!(
+                "`{name}` is a {} that does not look like a lock; left alone",
+                found.redis_type.as_deref().unwrap_or("key")
+            )
+        } else {
+            format!(
+                "`{name}` is a {}, not a lock: force-unlock leaves it alone",
+                kind.as_str().replace('_', " ")
+            )
+        }));
     }
     if !yes && !confirm(&found)? {
         return report(

@@ -149,6 +149,18 @@ pub async fn eval(
     cmd.query_async(raw).await.unwrap()
 }
 
+/// Runs one of Java's synchronizer scripts on `name`, whose KEYS are the name and its channel
+/// (`channel` makes it from the name), as a Java client would.
+pub async fn java_on(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    channel: fn(&str) -> String,
+    args: &[&str],
+) -> redis::Value {
+    eval(raw, script, &[name, &channel(name)], args).await
+}
+
 /// `RedissonCountDownLatch.trySetCountAsync`. KEYS: name, channel; ARGV: `1`, count, publish.
 pub const LATCH_TRY_SET: &str = "if redis.call('exists', KEYS[1]) == 0 then \
 redis.call('set', KEYS[1], ARGV[2]); \

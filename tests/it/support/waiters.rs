@@ -60,6 +60,26 @@ pub async fn finished<T, E: std::fmt::Debug>(
     joined.unwrap().unwrap()
 }
 
+/// Spawns `wait` and returns once `channel` has `subscribers` subscriber connections on
+/// `server` (the waiter is parked on pub/sub).
+pub async fn parked_on<T, Fut>(
+    server: &TestServer,
+    channel: &str,
+    subscribers: i64,
+    wait: Fut,
+) -> JoinHandle<T>
+where
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let waiting = tokio::spawn(wait);
+    assert!(
+        super::channel_subscribers(server, channel, subscribers).await,
+        "the waiter never parked on {channel}"
+    );
+    waiting
+}
+
 /// Takes `lock` and releases it at once (warms the script cache, or shows the lock is free).
 pub async fn take_and_release<K: LockKind>(lock: &Lock<K>) {
     lock.lock().await.unwrap().unlock().await.unwrap();
@@ -92,8 +112,7 @@ pub async fn cancelled_wait_unsubscribes<T, Fut>(
     Fut: Future<Output = T> + Send + 'static,
     T: std::fmt::Debug + Send + 'static,
 {
-    let waiting = tokio::spawn(wait);
-    assert!(super::channel_subscribers(server, channel, 1).await);
+    let waiting = parked_on(server, channel, 1, wait).await;
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
     assert!(
