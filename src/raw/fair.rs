@@ -1,10 +1,8 @@
 //! Redisson's RFairLock: an RLock granted in arrival order through a queue.
 
-use redis::ScriptInvocation;
-
 use super::{KindSpec, Op, RawLock};
 use crate::keys;
-use crate::scripts::{self, FairKeys, Layout};
+use crate::scripts::{self, Call, FairKeys, Layout};
 
 /// The fair lock kind: Redisson's `RFairLock` (`RedissonFairLock`).
 ///
@@ -55,7 +53,7 @@ impl RawLock for Fair {
         fencing_token: false,
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call {
         let (queue, timeouts) = names(op.key);
         scripts::fair_lock(
             &fair_keys(op, &queue, &timeouts),
@@ -67,12 +65,12 @@ impl RawLock for Fair {
         )
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         let (queue, timeouts) = names(op.key);
         scripts::fair_unlock(&fair_keys(op, &queue, &timeouts), op)
     }
 
-    fn cancel_script<'a>(&self, op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
+    fn cancel_script(&self, op: &Op<'_>) -> Option<Call> {
         let (queue, timeouts) = names(op.key);
         Some(scripts::fair_cancel(
             &fair_keys(op, &queue, &timeouts),
@@ -82,7 +80,7 @@ impl RawLock for Fair {
         ))
     }
 
-    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
         let (queue, timeouts) = names(op.key);
         scripts::fair_force_unlock(&fair_keys(op, &queue, &timeouts), op.now_ms, op.publish)
     }

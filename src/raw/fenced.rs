@@ -1,9 +1,7 @@
 //! Redisson's RFencedLock: an RLock whose every acquisition takes a token from a counter.
 
-use redis::ScriptInvocation;
-
 use super::{KindSpec, Op, RawLock};
-use crate::scripts::Layout;
+use crate::scripts::{Call, Layout};
 use crate::{keys, scripts};
 
 /// The fenced lock kind: Redisson's `RFencedLock` (`RedissonFencedLock`).
@@ -32,12 +30,12 @@ impl RawLock for Fenced {
         fencing_token: true,
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
         let token_key = keys::prefix_name(keys::TOKEN_PREFIX, op.key);
         scripts::fenced_lock(op.key, &token_key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         scripts::unlock(op)
     }
 }

@@ -17,10 +17,10 @@ pub use rw::{Read, Write};
 pub(crate) use spin::Delays;
 pub use spin::{Backoff, Spin};
 
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 
 pub use crate::scripts::Op;
-use crate::scripts::{self, Layout};
+use crate::scripts::{self, Call, Layout};
 
 /// What one acquire attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,10 +74,10 @@ impl Renewal {
     /// The script that renews a batch of holds (`(key, field, renewal)`, all of one
     /// [`batch`](Renewal::batch)) to `lease_ms`; it replies one integer per hold: 1 renewed,
     /// 0 gone.
-    pub(crate) fn script<'a, 'k>(
+    pub(crate) fn script<'k>(
         lease_ms: u64,
         holds: impl Iterator<Item = (&'k str, &'k str, &'k Renewal)> + Clone,
-    ) -> ScriptInvocation<'a> {
+    ) -> Call {
         let read = holds
             .clone()
             .next()
@@ -124,25 +124,25 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
     const SPEC: KindSpec;
 
     /// Script that takes (or re-enters) the lock. `enqueue`: the caller is prepared to wait.
-    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a>;
+    fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call;
 
     /// Script that releases one hold. Not idempotent by itself: after an unknown outcome the
     /// engine retries with the trim to the owner's known count instead (`lock/release.rs`).
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a>;
+    fn release_script(&self, op: &Op<'_>) -> Call;
 
     /// Capability: a script run when a wait ends without the lock (timeout, error,
     /// cancellation), for kinds with a wait queue.
-    fn cancel_script<'a>(&self, _op: &Op<'_>) -> Option<ScriptInvocation<'a>> {
+    fn cancel_script(&self, _op: &Op<'_>) -> Option<Call> {
         None
     }
 
     /// Capability: the script that deletes the lock whoever holds it; replies 1 or 0.
-    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
         scripts::force_unlock(op.key, op.channel, op.publish)
     }
 
     /// Capability: a script answering "is it locked" when `EXISTS` is not the answer.
-    fn is_locked_script<'a>(&self, _key: &str) -> Option<ScriptInvocation<'a>> {
+    fn is_locked_script(&self, _key: &str) -> Option<Call> {
         None
     }
 
@@ -196,7 +196,7 @@ pub(crate) trait KindExt: RawLock {
     }
 
     /// Script that brings the owner's count down to `target` (see `lua/trim.lua`).
-    fn trim_script<'a>(&self, op: &Op<'_>, target: u32) -> ScriptInvocation<'a> {
+    fn trim_script(&self, op: &Op<'_>, target: u32) -> Call {
         let layout = Self::SPEC.layout;
         let extra = match layout {
             Layout::Fair => Some(crate::keys::prefix_name(

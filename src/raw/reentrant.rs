@@ -1,10 +1,8 @@
 //! Redisson's RLock: a hash `<name>` with field `<uuid>:<id>` -> hold count.
 
-use redis::ScriptInvocation;
-
 use super::{KindSpec, Op, RawLock};
 use crate::keys;
-use crate::scripts::{self, Layout};
+use crate::scripts::{self, Call, Layout};
 
 /// The reentrant lock kind: Redisson's `RLock` (`RedissonLock`).
 ///
@@ -29,11 +27,11 @@ impl RawLock for Reentrant {
         fencing_token: false,
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
         scripts::lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         scripts::unlock(op)
     }
 }

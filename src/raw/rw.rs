@@ -1,10 +1,8 @@
 //! Redisson's RReadWriteLock: one hash with a `mode` field shared by a read and a write side.
 
-use redis::ScriptInvocation;
-
 use super::{read_key_prefix, read_timeout_prefix, KindSpec, Op, RawLock};
 use crate::keys;
-use crate::scripts::{self, Layout};
+use crate::scripts::{self, Call, Layout};
 
 /// The read side of a [`ReadWriteLock`](crate::ReadWriteLock): Redisson's `RedissonReadLock`.
 ///
@@ -49,7 +47,7 @@ impl RawLock for Read {
         fencing_token: false,
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
         let write_field = format!("{}:write", op.field);
         scripts::read_lock(
             op.key,
@@ -60,7 +58,7 @@ impl RawLock for Read {
         )
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         scripts::read_unlock(
             op,
             &read_timeout_prefix(op.key, op.field),
@@ -68,11 +66,11 @@ impl RawLock for Read {
         )
     }
 
-    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
         scripts::rw_force_unlock(op.key, op.channel, "read", op.publish)
     }
 
-    fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
+    fn is_locked_script(&self, key: &str) -> Option<Call> {
         Some(scripts::rw_is_locked(key, "read"))
     }
 }
@@ -87,19 +85,19 @@ impl RawLock for Write {
         fencing_token: false,
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, _enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
         scripts::write_lock(op.key, op.lease_ms, op.field)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         scripts::write_unlock(op)
     }
 
-    fn force_unlock_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
         scripts::rw_force_unlock(op.key, op.channel, "write", op.publish)
     }
 
-    fn is_locked_script<'a>(&self, key: &str) -> Option<ScriptInvocation<'a>> {
+    fn is_locked_script(&self, key: &str) -> Option<Call> {
         Some(scripts::rw_is_locked(key, "write"))
     }
 }

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use rand::Rng;
-use redis::ScriptInvocation;
 
 use super::{KindSpec, Op, RawLock, Reentrant};
 use crate::error::{LockError, Result};
+use crate::scripts::Call;
 
 /// The spin lock kind: Redisson's `RSpinLock` (`RedissonSpinLock`), for deployments where
 /// pub/sub is unavailable or too costly (very large clusters).
@@ -42,11 +42,11 @@ impl RawLock for Spin {
         ..Reentrant::SPEC
     };
 
-    fn acquire_script<'a>(&self, op: &Op<'_>, enqueue: bool) -> ScriptInvocation<'a> {
+    fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call {
         Reentrant.acquire_script(op, enqueue)
     }
 
-    fn release_script<'a>(&self, op: &Op<'_>) -> ScriptInvocation<'a> {
+    fn release_script(&self, op: &Op<'_>) -> Call {
         Reentrant.release_script(op)
     }
 

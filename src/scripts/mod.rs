@@ -6,7 +6,11 @@
 
 use std::sync::LazyLock;
 
-use redis::{Script, ScriptInvocation};
+use redis::Script;
+
+mod call;
+pub(crate) use call::call;
+pub use call::Call;
 
 macro_rules! scripts {
     ($($name:ident => $file:literal,)*) => {
@@ -153,71 +157,52 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// `LockPubSub.READ_UNLOCK_MESSAGE`: wakes every waiter (a write lock was released).
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
 
-pub(crate) fn lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInvocation<'a> {
-    let mut inv = LOCK.prepare_invoke();
-    inv.key(key).arg(lease_ms).arg(field);
-    inv
+pub(crate) fn lock(key: &str, lease_ms: u64, field: &str) -> Call {
+    call!(LOCK; key; lease_ms, field)
 }
 
-pub(crate) fn fenced_lock<'a>(
-    key: &str,
-    token_key: &str,
-    lease_ms: u64,
-    field: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = FENCED_LOCK.prepare_invoke();
-    inv.key(key).key(token_key).arg(lease_ms).arg(field);
-    inv
+pub(crate) fn fenced_lock(key: &str, token_key: &str, lease_ms: u64, field: &str) -> Call {
+    call!(FENCED_LOCK; key, token_key; lease_ms, field)
 }
 
 /// Releases one hold (no unlock latch: a retry after an unknown outcome trims instead).
-pub(crate) fn unlock<'a>(op: &Op<'_>) -> ScriptInvocation<'a> {
-    let mut inv = UNLOCK.prepare_invoke();
-    inv.key(op.key)
-        .key(op.channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(op.lease_ms)
-        .arg(op.field)
-        .arg(op.publish);
-    inv
+pub(crate) fn unlock(op: &Op<'_>) -> Call {
+    call!(UNLOCK; op.key, op.channel; UNLOCK_MESSAGE, op.lease_ms, op.field, op.publish)
 }
 
-pub(crate) fn renew<'a, 'k>(
+/// `locks`: (hash, field) of each hold renewed.
+pub(crate) fn renew<'k>(
     lease_ms: u64,
-    locks: impl IntoIterator<Item = (&'k str, &'k str)>,
-) -> ScriptInvocation<'a> {
-    let mut inv = RENEW.prepare_invoke();
-    inv.arg(lease_ms);
-    for (key, field) in locks {
-        inv.key(key).arg(field);
-    }
-    inv
+    locks: impl Iterator<Item = (&'k str, &'k str)> + Clone,
+) -> Call {
+    let mut call = Call::new(&RENEW, locks.clone().count());
+    locks.clone().for_each(|(key, _)| _ = call.key(key));
+    call.arg(lease_ms);
+    locks.for_each(|(_, field)| _ = call.arg(field));
+    call
 }
 
 /// Owner-checked exact `PEXPIRE` (see `lua/expire.lua`).
-pub(crate) fn expire<'a>(key: &str, field: &str, expiry_ms: u64) -> ScriptInvocation<'a> {
-    let mut inv = EXPIRE.prepare_invoke();
-    inv.key(key).arg(expiry_ms).arg(field);
-    inv
+pub(crate) fn expire(key: &str, field: &str, expiry_ms: u64) -> Call {
+    call!(EXPIRE; key; expiry_ms, field)
 }
 
 /// `locks`: (RW hash, owner's timeout prefix, read field).
-pub(crate) fn read_renew<'a, 'k>(
+pub(crate) fn read_renew<'k>(
     lease_ms: u64,
-    locks: impl IntoIterator<Item = (&'k str, &'k str, &'k str)>,
-) -> ScriptInvocation<'a> {
-    let mut inv = READ_RENEW.prepare_invoke();
-    inv.arg(lease_ms);
-    for (key, prefix, field) in locks {
-        inv.key(key).key(prefix).arg(field);
-    }
-    inv
+    locks: impl Iterator<Item = (&'k str, &'k str, &'k str)> + Clone,
+) -> Call {
+    let mut call = Call::new(&READ_RENEW, 2 * locks.clone().count());
+    locks
+        .clone()
+        .for_each(|(key, prefix, _)| _ = call.key(key).key(prefix));
+    call.arg(lease_ms);
+    locks.for_each(|(_, _, field)| _ = call.arg(field));
+    call
 }
 
-pub(crate) fn force_unlock<'a>(key: &str, channel: &str, publish: &str) -> ScriptInvocation<'a> {
-    let mut inv = FORCE_UNLOCK.prepare_invoke();
-    inv.key(key).key(channel).arg(UNLOCK_MESSAGE).arg(publish);
-    inv
+pub(crate) fn force_unlock(key: &str, channel: &str, publish: &str) -> Call {
+    call!(FORCE_UNLOCK; key, channel; UNLOCK_MESSAGE, publish)
 }
 
 /// Trim layouts (ARGV[6] of trim.lua).
@@ -234,29 +219,16 @@ pub enum Layout {
 }
 
 /// `extra_key`: KEYS[3] of trim.lua (see [`Layout`]); the lock key when the layout needs none.
-pub(crate) fn trim<'a>(
-    op: &Op<'_>,
-    extra_key: Option<&str>,
-    target: u32,
-    layout: Layout,
-) -> ScriptInvocation<'a> {
+pub(crate) fn trim(op: &Op<'_>, extra_key: Option<&str>, target: u32, layout: Layout) -> Call {
     let (layout, message) = match layout {
         Layout::Plain => ("plain", UNLOCK_MESSAGE),
         Layout::Fair => ("fair", UNLOCK_MESSAGE),
         Layout::Read => ("read", UNLOCK_MESSAGE),
         Layout::Write => ("write", READ_UNLOCK_MESSAGE),
     };
-    let mut inv = TRIM.prepare_invoke();
-    inv.key(op.key)
-        .key(op.channel)
-        .key(extra_key.unwrap_or(op.key))
-        .arg(op.field)
-        .arg(target)
-        .arg(op.lease_ms)
-        .arg(op.publish)
-        .arg(message)
-        .arg(layout);
-    inv
+    let extra = extra_key.unwrap_or(op.key);
+    call!(TRIM; op.key, op.channel, extra;
+        op.field, target, op.lease_ms, op.publish, message, layout)
 }
 
 /// KEYS of every fair-lock script: lock, queue, deadlines.
@@ -267,148 +239,69 @@ pub(crate) struct FairKeys<'k> {
     pub(crate) channel: &'k str,
 }
 
-pub(crate) fn fair_lock<'a>(
+pub(crate) fn fair_lock(
     k: &FairKeys<'_>,
     lease_ms: u64,
     field: &str,
     wait_ms: u64,
     now_ms: u64,
     enqueue: bool,
-) -> ScriptInvocation<'a> {
-    let mut inv = FAIR_LOCK.prepare_invoke();
-    inv.key(k.lock)
-        .key(k.queue)
-        .key(k.timeouts)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(wait_ms)
-        .arg(now_ms)
-        .arg(if enqueue { "1" } else { "0" });
-    inv
+) -> Call {
+    let enqueue = if enqueue { "1" } else { "0" };
+    call!(FAIR_LOCK; k.lock, k.queue, k.timeouts; lease_ms, field, wait_ms, now_ms, enqueue)
 }
 
-pub(crate) fn fair_unlock<'a>(k: &FairKeys<'_>, op: &Op<'_>) -> ScriptInvocation<'a> {
-    let mut inv = FAIR_UNLOCK.prepare_invoke();
-    inv.key(k.lock)
-        .key(k.queue)
-        .key(k.timeouts)
-        .key(k.channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(op.lease_ms)
-        .arg(op.field)
-        .arg(op.now_ms)
-        .arg(op.publish);
-    inv
+pub(crate) fn fair_unlock(k: &FairKeys<'_>, op: &Op<'_>) -> Call {
+    call!(FAIR_UNLOCK; k.lock, k.queue, k.timeouts, k.channel;
+        UNLOCK_MESSAGE, op.lease_ms, op.field, op.now_ms, op.publish)
 }
 
-pub(crate) fn fair_cancel<'a>(
-    k: &FairKeys<'_>,
-    field: &str,
-    wait_ms: u64,
-    publish: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = FAIR_CANCEL.prepare_invoke();
-    inv.key(k.queue)
-        .key(k.timeouts)
-        .key(k.lock)
-        .key(k.channel)
-        .arg(field)
-        .arg(wait_ms)
-        .arg(publish)
-        .arg(UNLOCK_MESSAGE);
-    inv
+pub(crate) fn fair_cancel(k: &FairKeys<'_>, field: &str, wait_ms: u64, publish: &str) -> Call {
+    call!(FAIR_CANCEL; k.queue, k.timeouts, k.lock, k.channel;
+        field, wait_ms, publish, UNLOCK_MESSAGE)
 }
 
-pub(crate) fn fair_force_unlock<'a>(
-    k: &FairKeys<'_>,
-    now_ms: u64,
-    publish: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = FAIR_FORCE_UNLOCK.prepare_invoke();
-    inv.key(k.lock)
-        .key(k.queue)
-        .key(k.timeouts)
-        .key(k.channel)
-        .arg(UNLOCK_MESSAGE)
-        .arg(now_ms)
-        .arg(publish);
-    inv
+pub(crate) fn fair_force_unlock(k: &FairKeys<'_>, now_ms: u64, publish: &str) -> Call {
+    call!(FAIR_FORCE_UNLOCK; k.lock, k.queue, k.timeouts, k.channel;
+        UNLOCK_MESSAGE, now_ms, publish)
 }
 
-pub(crate) fn read_lock<'a>(
+pub(crate) fn read_lock(
     key: &str,
     timeout_prefix: &str,
     lease_ms: u64,
     field: &str,
     write_field: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = READ_LOCK.prepare_invoke();
-    inv.key(key)
-        .key(timeout_prefix)
-        .arg(lease_ms)
-        .arg(field)
-        .arg(write_field);
-    inv
+) -> Call {
+    call!(READ_LOCK; key, timeout_prefix; lease_ms, field, write_field)
 }
 
-pub(crate) fn read_unlock<'a>(
-    op: &Op<'_>,
-    timeout_prefix: &str,
-    key_prefix: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = READ_UNLOCK.prepare_invoke();
-    inv.key(op.key)
-        .key(op.channel)
-        .key(timeout_prefix)
-        .key(key_prefix)
-        .arg(UNLOCK_MESSAGE)
-        .arg(op.field)
-        .arg(op.publish);
-    inv
+pub(crate) fn read_unlock(op: &Op<'_>, timeout_prefix: &str, key_prefix: &str) -> Call {
+    call!(READ_UNLOCK; op.key, op.channel, timeout_prefix, key_prefix;
+        UNLOCK_MESSAGE, op.field, op.publish)
 }
 
-pub(crate) fn write_lock<'a>(key: &str, lease_ms: u64, field: &str) -> ScriptInvocation<'a> {
-    let mut inv = WRITE_LOCK.prepare_invoke();
-    inv.key(key).arg(lease_ms).arg(field);
-    inv
+pub(crate) fn write_lock(key: &str, lease_ms: u64, field: &str) -> Call {
+    call!(WRITE_LOCK; key; lease_ms, field)
 }
 
-pub(crate) fn write_unlock<'a>(op: &Op<'_>) -> ScriptInvocation<'a> {
-    let mut inv = WRITE_UNLOCK.prepare_invoke();
-    inv.key(op.key)
-        .key(op.channel)
-        .arg(READ_UNLOCK_MESSAGE)
-        .arg(op.lease_ms)
-        .arg(op.field)
-        .arg(op.publish);
-    inv
+pub(crate) fn write_unlock(op: &Op<'_>) -> Call {
+    call!(WRITE_UNLOCK; op.key, op.channel;
+        READ_UNLOCK_MESSAGE, op.lease_ms, op.field, op.publish)
 }
 
 /// `mode`: `read` or `write`.
-pub(crate) fn rw_force_unlock<'a>(
-    key: &str,
-    channel: &str,
-    mode: &str,
-    publish: &str,
-) -> ScriptInvocation<'a> {
+pub(crate) fn rw_force_unlock(key: &str, channel: &str, mode: &str, publish: &str) -> Call {
     let message = if mode == "write" {
         READ_UNLOCK_MESSAGE
     } else {
         UNLOCK_MESSAGE
     };
-    let mut inv = RW_FORCE_UNLOCK.prepare_invoke();
-    inv.key(key)
-        .key(channel)
-        .arg(mode)
-        .arg(message)
-        .arg(publish);
-    inv
+    call!(RW_FORCE_UNLOCK; key, channel; mode, message, publish)
 }
 
-pub(crate) fn rw_is_locked<'a>(key: &str, mode: &str) -> ScriptInvocation<'a> {
-    let mut inv = RW_IS_LOCKED.prepare_invoke();
-    inv.key(key).arg(mode);
-    inv
+pub(crate) fn rw_is_locked(key: &str, mode: &str) -> Call {
+    call!(RW_IS_LOCKED; key; mode)
 }
 
 mod sync;

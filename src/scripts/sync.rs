@@ -2,8 +2,6 @@
 //! RPermitExpirableSemaphore); the scripts themselves are declared with the locks' in
 //! [`super`].
 
-use redis::ScriptInvocation;
-
 use super::*;
 
 // === RSemaphore ===
@@ -19,55 +17,33 @@ pub(crate) struct SemKeys<'k> {
     pub(crate) publish: &'k str,
 }
 
-pub(crate) fn semaphore_acquire<'a>(
-    name: &str,
-    receipt: &str,
-    permits: u32,
-    receipt_ms: u64,
-) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_ACQUIRE.prepare_invoke();
-    inv.key(name).key(receipt).arg(permits).arg(receipt_ms);
-    inv
+pub(crate) fn semaphore_acquire(name: &str, receipt: &str, permits: u32, receipt_ms: u64) -> Call {
+    call!(SEMAPHORE_ACQUIRE; name, receipt; permits, receipt_ms)
 }
 
-pub(crate) fn semaphore_undo<'a>(k: &SemKeys<'_>, receipt: &str) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_UNDO.prepare_invoke();
-    inv.key(k.name).key(k.channel).key(receipt).arg(k.publish);
-    inv
+pub(crate) fn semaphore_undo(k: &SemKeys<'_>, receipt: &str) -> Call {
+    call!(SEMAPHORE_UNDO; k.name, k.channel, receipt; k.publish)
 }
 
-pub(crate) fn semaphore_release<'a>(
+pub(crate) fn semaphore_release(
     k: &SemKeys<'_>,
     receipt: &str,
     permits: u32,
     receipt_ms: u64,
-) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_RELEASE.prepare_invoke();
-    inv.key(k.name)
-        .key(k.channel)
-        .key(receipt)
-        .arg(permits)
-        .arg(k.publish)
-        .arg(receipt_ms);
-    inv
+) -> Call {
+    call!(SEMAPHORE_RELEASE; k.name, k.channel, receipt; permits, k.publish, receipt_ms)
 }
 
-pub(crate) fn semaphore_try_set<'a>(k: &SemKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_TRY_SET.prepare_invoke();
-    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
-    inv
+pub(crate) fn semaphore_try_set(k: &SemKeys<'_>, permits: i32) -> Call {
+    call!(SEMAPHORE_TRY_SET; k.name, k.channel; permits, k.publish)
 }
 
-pub(crate) fn semaphore_add<'a>(k: &SemKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_ADD.prepare_invoke();
-    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
-    inv
+pub(crate) fn semaphore_add(k: &SemKeys<'_>, permits: i32) -> Call {
+    call!(SEMAPHORE_ADD; k.name, k.channel; permits, k.publish)
 }
 
-pub(crate) fn semaphore_drain<'a>(name: &str) -> ScriptInvocation<'a> {
-    let mut inv = SEMAPHORE_DRAIN.prepare_invoke();
-    inv.key(name);
-    inv
+pub(crate) fn semaphore_drain(name: &str) -> Call {
+    call!(SEMAPHORE_DRAIN; name;)
 }
 
 // === RCountDownLatch ===
@@ -78,41 +54,16 @@ pub(crate) const ZERO_COUNT_MESSAGE: &str = "0";
 pub(crate) const NEW_COUNT_MESSAGE: &str = "1";
 
 /// KEYS of every latch script: the count and the channel; and the publish command.
-pub(crate) fn latch_try_set<'a>(
-    name: &str,
-    channel: &str,
-    count: i64,
-    publish: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = LATCH_TRY_SET.prepare_invoke();
-    inv.key(name)
-        .key(channel)
-        .arg(NEW_COUNT_MESSAGE)
-        .arg(count)
-        .arg(publish);
-    inv
+pub(crate) fn latch_try_set(name: &str, channel: &str, count: i64, publish: &str) -> Call {
+    call!(LATCH_TRY_SET; name, channel; NEW_COUNT_MESSAGE, count, publish)
 }
 
-pub(crate) fn latch_count_down<'a>(
-    name: &str,
-    channel: &str,
-    publish: &str,
-) -> ScriptInvocation<'a> {
-    let mut inv = LATCH_COUNT_DOWN.prepare_invoke();
-    inv.key(name)
-        .key(channel)
-        .arg(ZERO_COUNT_MESSAGE)
-        .arg(publish);
-    inv
+pub(crate) fn latch_count_down(name: &str, channel: &str, publish: &str) -> Call {
+    call!(LATCH_COUNT_DOWN; name, channel; ZERO_COUNT_MESSAGE, publish)
 }
 
-pub(crate) fn latch_delete<'a>(name: &str, channel: &str, publish: &str) -> ScriptInvocation<'a> {
-    let mut inv = LATCH_DELETE.prepare_invoke();
-    inv.key(name)
-        .key(channel)
-        .arg(NEW_COUNT_MESSAGE)
-        .arg(publish);
-    inv
+pub(crate) fn latch_delete(name: &str, channel: &str, publish: &str) -> Call {
+    call!(LATCH_DELETE; name, channel; NEW_COUNT_MESSAGE, publish)
 }
 
 // === RPermitExpirableSemaphore ===
@@ -133,66 +84,23 @@ pub(crate) struct PesKeys<'k> {
     pub(crate) publish: &'k str,
 }
 
-pub(crate) fn pes_acquire<'a>(
-    k: &PesKeys<'_>,
-    id: &[u8],
-    expiry_ms: u64,
-    now_ms: u64,
-) -> ScriptInvocation<'a> {
-    let mut inv = PES_ACQUIRE.prepare_invoke();
-    inv.key(k.name)
-        .key(k.timeouts)
-        .key(k.channel)
-        .arg(1)
-        .arg(expiry_ms)
-        .arg(now_ms)
-        .arg(NON_EXPIRABLE)
-        .arg(k.publish)
-        .arg(id);
-    inv
+pub(crate) fn pes_acquire(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_ms: u64) -> Call {
+    call!(PES_ACQUIRE; k.name, k.timeouts, k.channel;
+        1, expiry_ms, now_ms, NON_EXPIRABLE, k.publish, id)
 }
 
-pub(crate) fn pes_release<'a>(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> ScriptInvocation<'a> {
-    let mut inv = PES_RELEASE.prepare_invoke();
-    inv.key(k.name)
-        .key(k.channel)
-        .key(k.timeouts)
-        .arg(id)
-        .arg(1)
-        .arg(now_ms)
-        .arg(k.publish);
-    inv
+pub(crate) fn pes_release(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> Call {
+    call!(PES_RELEASE; k.name, k.channel, k.timeouts; id, 1, now_ms, k.publish)
 }
 
-pub(crate) fn pes_available<'a>(k: &PesKeys<'_>, now_ms: u64) -> ScriptInvocation<'a> {
-    let mut inv = PES_AVAILABLE.prepare_invoke();
-    inv.key(k.name)
-        .key(k.timeouts)
-        .key(k.channel)
-        .arg(now_ms)
-        .arg(k.publish);
-    inv
+pub(crate) fn pes_available(k: &PesKeys<'_>, now_ms: u64) -> Call {
+    call!(PES_AVAILABLE; k.name, k.timeouts, k.channel; now_ms, k.publish)
 }
 
-pub(crate) fn pes_update_lease<'a>(
-    k: &PesKeys<'_>,
-    id: &[u8],
-    expiry_ms: u64,
-    now_ms: u64,
-) -> ScriptInvocation<'a> {
-    let mut inv = PES_UPDATE_LEASE.prepare_invoke();
-    inv.key(k.name)
-        .key(k.timeouts)
-        .key(k.channel)
-        .arg(id)
-        .arg(expiry_ms)
-        .arg(now_ms)
-        .arg(k.publish);
-    inv
+pub(crate) fn pes_update_lease(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_ms: u64) -> Call {
+    call!(PES_UPDATE_LEASE; k.name, k.timeouts, k.channel; id, expiry_ms, now_ms, k.publish)
 }
 
-pub(crate) fn pes_add<'a>(k: &PesKeys<'_>, permits: i32) -> ScriptInvocation<'a> {
-    let mut inv = PES_ADD.prepare_invoke();
-    inv.key(k.name).key(k.channel).arg(permits).arg(k.publish);
-    inv
+pub(crate) fn pes_add(k: &PesKeys<'_>, permits: i32) -> Call {
+    call!(PES_ADD; k.name, k.channel; permits, k.publish)
 }

@@ -23,6 +23,7 @@ use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::keys::slot_of;
 use crate::pubsub::Wake;
 use crate::retry::Retry;
+use crate::scripts::Call;
 use crate::shared::Client;
 
 /// The longest a waiter sleeps without a message before it tries again: a bound, not a poll,
@@ -201,7 +202,7 @@ pub(crate) fn write_error(name: &str, conn: &mut Conn, e: redis::RedisError) -> 
 pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
     client: &Client,
     name: &str,
-    inv: &redis::ScriptInvocation<'_>,
+    inv: &Call,
 ) -> Result<T> {
     let mut retry = Retry::attempts(client.config());
     loop {
@@ -218,7 +219,7 @@ pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
 pub(crate) async fn run_once<T: redis::FromRedisValue>(
     client: &Client,
     name: &str,
-    inv: &redis::ScriptInvocation<'_>,
+    inv: &Call,
 ) -> Result<T> {
     let mut conn = client.conn_synced();
     inv.invoke_async::<T>(&mut conn)
