@@ -287,11 +287,12 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    pub(crate) fn hold(&self, key: &str, field: &str, renewal: Renewal) -> Arc<Hold> {
-        let k: (Arc<str>, Arc<str>) = (key.into(), field.into());
+    /// The hold of `field` on `key`, made when there is none. The names are shared with the
+    /// lock handle that asks (no copy per acquisition).
+    pub(crate) fn hold(&self, key: &Arc<str>, field: &Arc<str>, renewal: Renewal) -> Arc<Hold> {
         self.holds
-            .entry(k.clone())
-            .or_insert_with(|| Arc::new(Hold::new(k.0, k.1, renewal)))
+            .entry((key.clone(), field.clone()))
+            .or_insert_with(|| Arc::new(Hold::new(key.clone(), field.clone(), renewal)))
             .clone()
     }
 

@@ -2,6 +2,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Thread ids are tagged with the top bit so they can never equal a tokio task id.
@@ -45,11 +46,8 @@ impl LockOwner {
 
     /// The owner for the calling context: the current tokio task, or else the current thread.
     pub fn current() -> Self {
-        if let Some(id) = tokio::task::try_id() {
-            // `task::Id` displays as its non-zero u64; it is unique for the whole process.
-            if let Ok(n) = id.to_string().parse::<u64>() {
-                return LockOwner(n & !THREAD_TAG);
-            }
+        if let Some(n) = tokio::task::try_id().and_then(task_number) {
+            return LockOwner(n & !THREAD_TAG);
         }
         LockOwner(THREAD_ID.with(|c| {
             if c.get() == 0 {
@@ -66,8 +64,35 @@ impl LockOwner {
 
     /// The hash field this owner writes for a client: `<uuid>:<id>`.
     pub(crate) fn field(&self, client_id: &str) -> String {
-        format!("{client_id}:{}", self.0)
+        let mut field = String::with_capacity(client_id.len() + 21);
+        field.push_str(client_id);
+        field.push(':');
+        let _ = write!(field, "{}", self.0);
+        field
     }
+}
+
+/// The number a `task::Id` displays (its non-zero u64, unique for the whole process), read
+/// without the `String` that `to_string().parse()` would allocate on every `lock()`.
+fn task_number(id: tokio::task::Id) -> Option<u64> {
+    #[derive(Default)]
+    struct Digits {
+        n: u64,
+        len: usize,
+    }
+    impl fmt::Write for Digits {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            for b in s.bytes() {
+                let digit = b.checked_sub(b'0').filter(|d| *d < 10).ok_or(fmt::Error)?;
+                self.n = self.n.checked_mul(10).ok_or(fmt::Error)? + u64::from(digit);
+                self.len += 1;
+            }
+            Ok(())
+        }
+    }
+    let mut digits = Digits::default();
+    write!(digits, "{id}").ok()?;
+    (digits.len > 0 && digits.n != 0).then_some(digits.n)
 }
 
 impl fmt::Debug for LockOwner {
@@ -106,5 +131,19 @@ mod tests {
         assert_eq!(a.id() & THREAD_TAG, 0);
         let b = tokio::spawn(async { LockOwner::current() }).await.unwrap();
         assert_ne!(a, b);
+    }
+
+    /// A task's owner id is the number its `task::Id` displays (what Java sees after the uuid).
+    #[tokio::test]
+    async fn a_task_owner_is_its_task_number() {
+        // Enough tasks for ids of two digits and more.
+        for _ in 0..30 {
+            let (owner, shown) =
+                tokio::spawn(async { (LockOwner::current(), tokio::task::id().to_string()) })
+                    .await
+                    .unwrap();
+            assert_eq!(owner.id().to_string(), shown);
+            assert_eq!(owner.field("uuid"), format!("uuid:{shown}"));
+        }
     }
 }

@@ -105,9 +105,25 @@ impl<K: LockKind> Lock<K> {
     }
 
     pub(super) fn hold(&self, owner: LockOwner) -> Arc<Hold> {
-        let field = self.field(owner);
+        let field = self.shared_field(owner);
         let renewal = self.shared.kind.renewal(self.name(), &field);
-        self.client().holds().hold(self.name(), &field, renewal)
+        self.client()
+            .holds()
+            .hold(&self.shared.name, &field, renewal)
+    }
+
+    /// [`field`](Self::field) as shared text, built once per owner while one owner keeps
+    /// using this handle.
+    fn shared_field(&self, owner: LockOwner) -> Arc<str> {
+        let mut last = self.shared.last_field.lock();
+        match &*last {
+            Some((o, field)) if *o == owner => field.clone(),
+            _ => {
+                let field: Arc<str> = self.field(owner).into();
+                *last = Some((owner, field.clone()));
+                field
+            }
+        }
     }
 
     /// The arguments of one script on `field`.

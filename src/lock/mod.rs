@@ -63,7 +63,10 @@ pub struct Lock<K: LockKind> {
 
 struct Shared<K> {
     client: Client,
-    name: String,
+    name: Arc<str>,
+    /// The owner field of the last owner that acquired through this handle, kept so that a
+    /// handle used again and again by one task builds its field once.
+    last_field: parking_lot::Mutex<Option<(LockOwner, Arc<str>)>>,
     channel: String,
     kind: K,
     /// Why this name cannot be locked here, found once when the handle is made.
@@ -96,7 +99,8 @@ impl<K: LockKind> Lock<K> {
         Lock {
             shared: Arc::new(Shared {
                 client,
-                name,
+                name: name.into(),
+                last_field: parking_lot::Mutex::new(None),
                 channel,
                 kind,
                 refused,
