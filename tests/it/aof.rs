@@ -15,18 +15,8 @@ fn local(timeout_ms: u64) -> Option<AofSync> {
 }
 
 async fn version(server: &TestServer) -> (u32, u32) {
-    let mut raw = server.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
-    let v = info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let info = info(&mut server.conn().await, "server").await;
+    let v = info_field(&info, "redis_version").unwrap();
     let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::probes::*;
 use crate::support::*;
 use redis::AsyncCommands;
-use redisson_lock::{LockError, LockOwner};
+use redisson_lock::{Client, LockError, LockOwner};
 
 const LEASE: Duration = Duration::from_secs(60);
 
@@ -49,10 +49,35 @@ async fn acquire_during_pause(
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
+/// Holds the locks `<prefix>:0` to `<prefix>:<n - 1>` of `client`, one after the other, with
+/// `lease` (or the watchdog's); their guards, in that order.
+async fn hold_each(
+    client: &Client,
+    prefix: &str,
+    n: usize,
+    lease: Option<Duration>,
+) -> Vec<redisson_lock::RLockGuard> {
+    let mut guards = Vec::new();
+    for i in 0..n {
+        let lock = client.get_lock(format!("{prefix}:{i}"));
+        guards.push(match lease {
+            Some(lease) => lock.lock_with_lease(lease).await.unwrap(),
+            None => lock.lock().await.unwrap(),
+        });
+    }
+    guards
+}
+
+/// A server and a client of it with batching on.
+async fn batching() -> (TestServer, Client) {
     let server = TestServer::start();
     let client = server.client_with(|c| c.with_batching(true)).await;
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
+    let (server, client) = batching().await;
     let results = acquire_during_pause(&server, &client, 24, |i| format!("gc:{i}")).await;
     let stats = client.stats();
     assert!(
@@ -83,8 +108,7 @@ async fn by_default_every_script_goes_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_operation_fails_alone_in_its_batch() {
-    let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(true)).await;
+    let (server, client) = batching().await;
     let mut raw = server.conn().await;
     // Keys 3 and 7 are strings: their acquires fail with WRONGTYPE, inside the batch.
     raw.set::<_, _, ()>("mixed:3", "x").await.unwrap();
@@ -111,13 +135,9 @@ async fn a_failing_operation_fails_alone_in_its_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_releases_publish_redissons_message_and_delete_the_hash() {
-    let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(true)).await;
+    let (server, client) = batching().await;
     const N: usize = 16;
-    let mut guards = Vec::new();
-    for i in 0..N {
-        guards.push(client.get_lock(format!("rel:{i}")).lock().await.unwrap());
-    }
+    let guards = hold_each(&client, "rel", N, None).await;
     // A subscriber counts the release messages, as a Java waiter would receive them.
     let mut pubsub = server.raw().get_async_pubsub().await.unwrap();
     pubsub
@@ -158,30 +178,25 @@ async fn futures_next<S: futures_util::Stream + Unpin>(s: &mut S) -> S::Item {
 async fn contended_lock_excludes_under_batching() {
     // Many tasks of one client on a few names: batches carry acquires and releases of the same
     // lock; the critical sections never overlap and every hold count ends at zero.
-    let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(true)).await;
+    let (server, client) = batching().await;
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
     let overlaps = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..32)
-        .map(|t| {
-            let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
-            tokio::spawn(async move {
-                for i in 0..40 {
-                    let k = (t + i) % 4;
-                    let guard = client.get_lock(format!("hot:{k}")).lock().await.unwrap();
-                    if inside[k].fetch_add(1, Ordering::SeqCst) != 0 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
-                    tokio::task::yield_now().await;
-                    inside[k].fetch_sub(1, Ordering::SeqCst);
-                    guard.unlock().await.unwrap();
+    concurrently(32, |t| {
+        let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
+        async move {
+            for i in 0..40 {
+                let k = (t + i) % 4;
+                let guard = client.get_lock(format!("hot:{k}")).lock().await.unwrap();
+                if inside[k].fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
                 }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+                tokio::task::yield_now().await;
+                inside[k].fetch_sub(1, Ordering::SeqCst);
+                guard.unlock().await.unwrap();
+            }
+        }
+    })
+    .await;
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     let stats = client.stats();
     assert!(stats.batches > 0, "contention formed batches: {stats:?}");
@@ -193,8 +208,7 @@ async fn contended_lock_excludes_under_batching() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_dropped_while_queued_leave_nothing_behind() {
-    let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(true)).await;
+    let (server, client) = batching().await;
     let mut raw = server.conn().await;
     pause_writes(&mut raw, 400).await;
     let tasks: Vec<_> = (0..16)
@@ -261,24 +275,15 @@ async fn batches_on_a_cluster_go_per_slot() {
     )
     .await
     .unwrap();
-    let tasks: Vec<_> = (0..32)
-        .map(|t| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                for i in 0..20 {
-                    let g = client
-                        .get_lock(format!("slotted:{}", (t * 7 + i) % 48))
-                        .lock()
-                        .await
-                        .unwrap();
-                    g.unlock().await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    concurrently(32, |t| {
+        let client = client.clone();
+        async move {
+            for i in 0..20 {
+                take_and_release(&client.get_lock(format!("slotted:{}", (t * 7 + i) % 48))).await;
+            }
+        }
+    })
+    .await;
     let stats = client.stats();
     assert!(stats.batches > 0, "{stats:?}");
     assert_eq!(stats.tracked_holds, 0, "{stats:?}");
@@ -288,14 +293,9 @@ async fn batches_on_a_cluster_go_per_slot() {
 async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
     // The unlock script's nil reply (the owner holds nothing: the lease ran out) inside a batch
     // must reach its own caller as an error, and must not cut the replies of the others short.
-    let server = TestServer::start();
-    let client = server.client_with(|c| c.with_batching(true)).await;
+    let (server, client) = batching().await;
     const N: usize = 12;
-    let mut guards = Vec::new();
-    for i in 0..N {
-        let lock = client.get_lock(format!("lost:{i}"));
-        guards.push(lock.lock_with_lease(LEASE).await.unwrap());
-    }
+    let guards = hold_each(&client, "lost", N, Some(LEASE)).await;
     let mut raw = server.conn().await;
     for i in (0..N).step_by(3) {
         // As if the lease had run out.

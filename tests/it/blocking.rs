@@ -11,14 +11,16 @@ use redis::Commands;
 use redisson_lock::blocking::Client;
 use redisson_lock::{Config, LockError};
 
-fn client(server: &TestServer) -> Client {
-    Client::connect(&server.url()).unwrap()
+/// A fresh server and a blocking client of it.
+fn blocking_fixture() -> (TestServer, Client) {
+    let server = TestServer::start();
+    let client = Client::connect(&server.url()).unwrap();
+    (server, client)
 }
 
 #[test]
 fn threads_are_owners_and_reentry_counts() {
-    let server = TestServer::start();
-    let client = client(&server);
+    let (server, client) = blocking_fixture();
     let mut raw = server.raw().get_connection().unwrap();
     let lock = client.get_lock("blocking:owners");
     let outer = lock.lock().unwrap();
@@ -46,8 +48,7 @@ fn threads_are_owners_and_reentry_counts() {
 
 #[test]
 fn contending_threads_take_turns() {
-    let server = TestServer::start();
-    let client = client(&server);
+    let (_server, client) = blocking_fixture();
     let inside = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let start = Arc::new(Barrier::new(4));
@@ -79,9 +80,8 @@ fn contending_threads_take_turns() {
 /// the holder's lease would end.
 #[test]
 fn a_waiting_thread_is_woken_by_the_release() {
-    let server = TestServer::start();
-    let holder = client(&server);
-    let waiter = client(&server);
+    let (server, holder) = blocking_fixture();
+    let waiter = Client::connect(&server.url()).unwrap();
     let held = holder
         .get_lock("blocking:wake")
         .lock_with_lease(Duration::from_secs(120))
@@ -130,8 +130,7 @@ fn the_watchdog_renews_while_the_thread_sleeps() {
 /// Fenced tokens and the other kinds through the blocking facade.
 #[test]
 fn other_kinds_work_blocking() {
-    let server = TestServer::start();
-    let client = client(&server);
+    let (_server, client) = blocking_fixture();
     let fenced = client.get_fenced_lock("blocking:fenced");
     let a = fenced.lock().unwrap();
     let b = fenced.lock().unwrap();
@@ -165,8 +164,7 @@ fn other_kinds_work_blocking() {
 /// and dropping its handles there does not panic either.
 #[test]
 fn inside_a_runtime_calls_are_refused_not_panicking() {
-    let server = TestServer::start();
-    let client = client(&server);
+    let (_server, client) = blocking_fixture();
     let lock = client.get_lock("blocking:nested");
     let held = lock.lock().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::TestServer;
+use crate::support::with_client;
 use redisson_lock::{Client, LockError, LockGuard, LockOwner, RLock, RLockGuard, Reentrant};
 
 fn assert_send_sync_static<T: Send + Sync + 'static>() {}
@@ -26,8 +26,7 @@ fn public_types_are_send_sync_and_static() {
 /// runtime (which only compiles for `Send + 'static` futures).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operation_futures_are_send() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (_server, client) = with_client().await;
     let lock = client.get_lock("bounds");
 
     let fut = lock.lock();
@@ -84,8 +83,7 @@ async fn lock_and_unlock_futures_stay_small() {
     fn size<F: std::future::Future>(_: &F) -> usize {
         std::mem::size_of::<F>()
     }
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (_server, client) = with_client().await;
     let lock = client.get_lock("small-futures");
     let f = lock.lock();
     assert!(size(&f) <= 1024, "lock(): {} bytes", size(&f));

@@ -64,10 +64,8 @@ async fn assert_all_clear(server: &TestServer, client: &Client, key: &str, conte
 /// `lock()` by that owner must find a count of exactly 1, and nothing is renewed afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_dropped_at_every_poll_by_one_owner() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:one-owner";
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name).with_owner(LockOwner::new(1));
     for pace in 0..3 {
         for polls in 0..MAX_POLLS {
@@ -95,8 +93,7 @@ async fn lock_dropped_at_every_poll_by_one_owner() {
 /// the owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_dropped_at_every_poll_in_fresh_tasks() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let name = "cancel:fresh";
     let lock = client.get_lock(name);
     for polls in 0..MAX_POLLS {
@@ -145,11 +142,8 @@ async fn lock_dropped_at_every_poll_in_fresh_tasks() {
 /// not take it), its subscription is gone and nothing is renewed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_cancelled_while_waiting_leaves_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let holder_client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:waiting";
+    let (server, client, mut raw, holder_client) = fixture_with_other().await;
     let lock = client.get_lock(name);
     let channel = format!("redisson_lock__channel:{{{name}}}");
     for round in 0..12usize {
@@ -189,21 +183,7 @@ async fn waiter_cancelled_while_waiting_leaves_nothing() {
         .unwrap();
         held.unlock().await.unwrap();
         assert_all_clear(&server, &client, name, &format!("round {round}")).await;
-        let ch = channel.clone();
-        let unsubscribed = eventually(SETTLE, || {
-            let mut raw = raw.clone();
-            let ch = ch.clone();
-            async move {
-                let (_, n): (String, i64) = redis::cmd("PUBSUB")
-                    .arg("NUMSUB")
-                    .arg(ch)
-                    .query_async(&mut raw)
-                    .await
-                    .unwrap();
-                n == 0
-            }
-        })
-        .await;
+        let unsubscribed = subscribers_within(&server, &channel, 0, SETTLE).await;
         assert!(unsubscribed, "round {round}: still subscribed");
     }
     assert!(!exists(&mut raw, name).await);
@@ -213,9 +193,7 @@ async fn waiter_cancelled_while_waiting_leaves_nothing() {
 /// flight): whatever it may have taken is given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_cancelled_around_the_release() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let holder_client = server.client().await;
+    let (server, [client, holder_client]) = two_clients().await;
     let name = "cancel:race";
     let lock = client.get_lock(name);
     for round in 0..20u64 {
@@ -249,13 +227,9 @@ async fn waiter_cancelled_around_the_release() {
 /// 0 meanwhile, is exactly 1 afterwards, and the original guard still releases normally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_reentry_never_changes_the_earlier_hold() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:reentry";
-    let owner = LockOwner::new(42);
-    let lock = client.get_lock(name).with_owner(owner);
-    let me = field(&client, owner);
+    let (server, client, mut raw) = fixture().await;
+    let (lock, me) = owned_lock(&client, name, 42);
     let first = lock.lock().await.unwrap();
 
     // Watch the count on the server during the whole sweep.
@@ -323,19 +297,11 @@ async fn cancelled_reentry_never_changes_the_earlier_hold() {
 /// the acquire runs and must then be undone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:inflight";
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name);
     lock.lock().await.unwrap().unlock().await.unwrap(); // load the scripts
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("Khg")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    config_set(&mut raw, "notify-keyspace-events", "Khg").await;
     let mut events = Listener::start(&server, &format!("__keyspace@0__:{name}")).await;
 
     // A fresh acquire.
@@ -395,17 +361,12 @@ async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
 /// background), exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_dropped_at_every_poll_still_releases() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:unlock";
-    let owner = LockOwner::new(3);
-    let lock = client.get_lock(name).with_owner(owner);
-    let me = field(&client, owner);
+    let (server, client, mut raw) = fixture().await;
+    let (lock, me) = owned_lock(&client, name, 3);
     for polls in 0..MAX_POLLS {
         // Outer hold kept; the inner one's unlock is cancelled: count must go back to 1.
-        let outer = lock.lock().await.unwrap();
-        let inner = lock.lock().await.unwrap();
+        let (outer, inner) = held_twice(&lock).await;
         if let Some(r) = poll_then_drop(inner.unlock(), polls, polls).await {
             r.unwrap();
         }
@@ -431,13 +392,9 @@ async fn unlock_dropped_at_every_poll_still_releases() {
 /// the same owner has a script in flight) must still release the hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlock_cancelled_while_waiting_for_the_owner_gate_still_releases() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:unlock-gate";
-    let owner = LockOwner::new(8);
-    let lock = client.get_lock(name).with_owner(owner);
-    let me = field(&client, owner);
+    let (server, client, mut raw) = fixture().await;
+    let (lock, me) = owned_lock(&client, name, 8);
     let first = lock.lock().await.unwrap();
 
     pause_writes(&mut raw, 1_000).await;
@@ -467,15 +424,12 @@ async fn unlock_cancelled_while_waiting_for_the_owner_gate_still_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_guard_releases_in_the_background() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
+    let (server, [client, other]) = two_clients().await;
     let name = "cancel:drop-guard";
     let mut listener =
         Listener::start(&server, &format!("redisson_lock__channel:{{{name}}}")).await;
     let lock = client.get_lock(name);
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (outer, inner) = held_twice(&lock).await;
     drop(inner);
     let ok = eventually(SETTLE, || async { lock.hold_count().await.unwrap() == 1 }).await;
     assert!(ok, "dropped inner guard not released");
@@ -499,13 +453,10 @@ async fn dropped_guard_releases_in_the_background() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_moved_to_another_task_unlocks_there() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "cancel:moved";
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name);
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (outer, inner) = held_twice(&lock).await;
     let me = field(&client, outer.owner());
     // The other task is a different default owner, but the guard knows its own.
     tokio::spawn(async move { inner.unlock().await })
@@ -529,10 +480,7 @@ async fn guard_moved_to_another_task_unlocks_there() {
 /// subscribed to nothing (locally and on the server), and has no task left over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
-    let server = TestServer::start();
-    let holder = server.client().await;
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, holder, mut raw, client) = fixture_with_other().await;
     let held: Vec<String> = (0..3).map(|i| format!("t14:held:{i}")).collect();
     let guards: Vec<_> = futures_held(&holder, &held).await;
     // Warm up: the subscriber connection and its task exist from the first wait on.
@@ -548,43 +496,33 @@ async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
         .metrics()
         .num_alive_tasks();
 
-    let tasks: Vec<_> = (0..8)
-        .map(|t| {
-            let (client, held) = (client.clone(), held.clone());
-            tokio::spawn(async move {
-                for i in 0..625usize {
-                    let name = &held[(t + i) % held.len()];
-                    match i % 3 {
-                        0 => {
-                            let got = client
-                                .get_lock(name.clone())
-                                .try_lock_for(Duration::from_millis(1))
-                                .await
-                                .unwrap();
-                            assert!(got.is_none(), "took a held lock");
-                        }
-                        1 => {
-                            let lock = client.get_lock(name.clone());
-                            let r =
-                                tokio::time::timeout(Duration::from_millis(2), lock.lock()).await;
-                            assert!(r.is_err(), "took a held lock");
-                        }
-                        _ => {
-                            let g = client
-                                .get_lock(format!("t14:free:{t}:{}", i % 7))
-                                .lock()
-                                .await
-                                .unwrap();
-                            g.unlock().await.unwrap();
-                        }
+    concurrently(8, |t| {
+        let (client, held) = (client.clone(), held.clone());
+        async move {
+            for i in 0..625usize {
+                let name = &held[(t + i) % held.len()];
+                match i % 3 {
+                    0 => {
+                        let got = client
+                            .get_lock(name.clone())
+                            .try_lock_for(Duration::from_millis(1))
+                            .await
+                            .unwrap();
+                        assert!(got.is_none(), "took a held lock");
+                    }
+                    1 => {
+                        let lock = client.get_lock(name.clone());
+                        let r = tokio::time::timeout(Duration::from_millis(2), lock.lock()).await;
+                        assert!(r.is_err(), "took a held lock");
+                    }
+                    _ => {
+                        take_and_release(&client.get_lock(format!("t14:free:{t}:{}", i % 7))).await
                     }
                 }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+            }
+        }
+    })
+    .await;
 
     // Well before the watchdog's idle sweep (every 10 s) would tidy up forgotten holds: each
     // acquisition must forget its own.
@@ -610,12 +548,7 @@ async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
     );
     for name in &held {
         let channel = format!("redisson_lock__channel:{{{name}}}");
-        let (_, n): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&channel)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        let n = numsub(&mut raw, &channel).await;
         assert_eq!(n, 0, "{channel} still subscribed on the server");
         let fields: std::collections::HashMap<String, i64> = raw.hgetall(name).await.unwrap();
         assert_eq!(fields.len(), 1, "{name}: {fields:?}");

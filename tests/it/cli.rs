@@ -106,11 +106,9 @@ async fn held_with_waiter(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_a_reentrant_hold_with_its_count_ttl_and_owner() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let lock = client.get_lock("cli:orders");
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (outer, inner) = held_twice(&lock).await;
     let owner = field(&client, outer.owner());
 
     let v = json(args(&server, &["inspect", "cli:orders"])).await;
@@ -166,8 +164,7 @@ async fn inspect_of_a_missing_key_says_not_locked_and_unknown_keys_show_their_va
 /// waits; force-unlock leaves them alone and `list` shows them only with `--all`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_tells_the_synchronizers_apart() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
 
     let pes = client.get_permit_expirable_semaphore("cli:pes");
     assert!(pes.try_set_permits(3).await.unwrap());
@@ -269,8 +266,7 @@ async fn inspect_counts_the_waiters_subscribed_on_the_unlock_channel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_a_fair_lock_queue_and_force_unlock_wakes_its_head() {
-    let server = TestServer::start();
-    let holder = server.client().await;
+    let (server, holder) = with_client().await;
     let guard = holder.get_fair_lock("cli:fair").lock().await.unwrap();
     let other = server.client().await;
     let waiter_field = field(&other, LockOwner::new(7));
@@ -308,21 +304,13 @@ async fn inspect_shows_a_fair_lock_queue_and_force_unlock_wakes_its_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_two_readers_with_their_timeout_keys() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let rw = client.get_read_write_lock("cli:rw");
-    let r1 = rw
-        .read_lock()
-        .with_owner(LockOwner::new(1))
-        .lock()
-        .await
-        .unwrap();
-    let r2 = rw
-        .read_lock()
-        .with_owner(LockOwner::new(2))
-        .lock()
-        .await
-        .unwrap();
+    let mut readers = Vec::new();
+    for owner in [1, 2] {
+        let read = rw.read_lock().with_owner(LockOwner::new(owner));
+        readers.push(read.lock().await.unwrap());
+    }
 
     let v = json(args(&server, &["inspect", "cli:rw"])).await;
     assert_eq!(v["kind"], "read_write");
@@ -338,14 +326,14 @@ async fn inspect_shows_two_readers_with_their_timeout_keys() {
         assert!(timeouts[0].as_i64().unwrap() > 0, "{h}");
     }
     assert_eq!(v["channels"][0], "redisson_rwlock:{cli:rw}");
-    r1.unlock().await.unwrap();
-    r2.unlock().await.unwrap();
+    for r in readers {
+        r.unlock().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_shows_the_fencing_token() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let lock = client.get_fenced_lock("cli:fenced");
     lock.lock().await.unwrap().unlock().await.unwrap();
     let guard = lock.lock().await.unwrap();
@@ -423,8 +411,7 @@ async fn force_unlock_frees_the_lock_and_wakes_another_clients_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_without_yes_asks_and_no_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let guard = client.get_lock("cli:keep").lock().await.unwrap();
     let mut raw = server.conn().await;
     let before = fields(&mut raw, "cli:keep").await;
@@ -444,8 +431,7 @@ async fn force_unlock_without_yes_asks_and_no_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_of_a_read_write_lock_uses_its_mode() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let rw = client.get_read_write_lock("cli:rwf");
     let w = rw.write_lock().lock().await.unwrap();
     let mut listener = Listener::start(&server, "redisson_rwlock:{cli:rwf}").await;
@@ -503,8 +489,7 @@ impl Watch {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_prints_a_release_and_the_state_then_stops_on_ctrl_c() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let guard = client.get_lock("cli:watched").lock().await.unwrap();
     let owner = field(&client, guard.owner());
     let mut watch = Watch::start(&args(&server, &["watch", "cli:watched", "--for", "600"]));

@@ -27,11 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::support::checker::{check, history_path, holder_bin, Holder, HolderSpec};
-use crate::support::proxy::{Mode, Proxy};
+use crate::support::checker::{check_holders, history_path, holder_bin, Holder, HolderSpec};
+use crate::support::proxy::{proxied, Mode};
 use crate::support::{eventually, TestServer};
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config};
 
 const BOUND: Duration = Duration::from_secs(20);
 
@@ -175,9 +174,7 @@ async fn queue_pair(lock: &str, first: Option<&str>, second: Option<&str>) -> Op
 
     let mut open_ends = HashMap::new();
     open_ends.insert(holder.pid(), killed_at);
-    let paths = vec![holder.history.clone(), a.history.clone(), b.history.clone()];
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &open_ends).await;
+    let report = check_holders(&server, lock, [&holder, &a, &b], &open_ends).await;
     report.assert_safe("fair lock with a waiter's clock off");
     assert!(report.overlaps.is_empty(), "{report:?}");
     assert_eq!(report.holds.len(), 3, "{report:?}");
@@ -193,18 +190,26 @@ async fn queue_pair(lock: &str, first: Option<&str>, second: Option<&str>) -> Op
     Some((start(a.pid()), start(b.pid())))
 }
 
+/// [`queue_pair`] (when libfaketime is installed), and the second waiter must have got the lock
+/// first; `why` says what it means otherwise.
+async fn second_goes_first(lock: &str, first: Option<&str>, second: Option<&str>, why: &str) {
+    if let Some((first, second)) = queue_pair(lock, first, second).await {
+        assert!(second < first, "{why}");
+    }
+}
+
 /// T29, fair lock, clock ahead: a waiter whose clock is 2 min ahead (more than the 10 s wait
 /// timeout) sees the live waiter ahead of it as expired, evicts it and goes first. Nobody
 /// overlaps and both get the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiter_with_its_clock_ahead_jumps_the_queue_without_overlap() {
-    let Some((first, second)) = queue_pair("clock:ahead", None, Some("+2m")).await else {
-        return;
-    };
-    assert!(
-        second < first,
-        "the waiter with the clock ahead did not go first"
-    );
+    second_goes_first(
+        "clock:ahead",
+        None,
+        Some("+2m"),
+        "the waiter with the clock ahead did not go first",
+    )
+    .await;
 }
 
 /// T29, fair lock, clock behind: a waiter whose clock is 2 min behind queues with a deadline
@@ -212,13 +217,13 @@ async fn fair_waiter_with_its_clock_ahead_jumps_the_queue_without_overlap() {
 /// waiter queues again and still gets the lock; nobody overlaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiter_with_its_clock_behind_is_evicted_but_gets_the_lock() {
-    let Some((first, second)) = queue_pair("clock:behind", Some("-2m"), None).await else {
-        return;
-    };
-    assert!(
-        second < first,
-        "the waiter with the clock behind was not overtaken"
-    );
+    second_goes_first(
+        "clock:behind",
+        Some("-2m"),
+        None,
+        "the waiter with the clock behind was not overtaken",
+    )
+    .await;
 }
 
 /// Pinned hazard: a queued waiter whose clock is an hour ahead dies. Its deadline is an hour
@@ -289,22 +294,18 @@ async fn dead_fair_waiter_with_its_clock_ahead_blocks_the_queue_until_removed() 
     );
 }
 
-/// Polls a watchdog hold whose renewals never arrive until the server expires it: the guard must say lost no later than
-/// the key is gone (the key is seen gone first, then the guard is asked). The server's clock
+/// Polls a watchdog hold whose renewals never arrive until the server expires it: the guard
+/// must say lost no later than the key is gone (the key is seen gone first, then the guard is asked). The server's clock
 /// runs `fast` (0.005 = 0.5 %) fast: libfaketime cannot run the distribution's redis-server
 /// (jemalloc's `clock_gettime` recursion aborts it), so the test plays the fast clock itself:
 /// right after the acquire it sets the key's expiry to `lease × (1 − fast)` after the moment
 /// the acquire was *sent* (earlier than any fast server would expire it). Returns how long
 /// before the expiry the guard turned lost, in ms.
 async fn guard_vs_fast_server_clock(fast: f64) -> i64 {
-    let server = TestServer::start();
+    let lease = Duration::from_secs(3);
     // Our client's renewals go through a proxy that is blackholed right after the acquire: the
     // hold then lives exactly one lease on the server's (fast) clock.
-    let proxy = Proxy::start(server.port).await;
-    let lease = Duration::from_secs(3);
-    let client = Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(lease))
-        .await
-        .unwrap();
+    let (server, proxy, client) = proxied(|c| c.with_watchdog_timeout(lease)).await;
     let mut raw = server.conn().await;
     let sent = Instant::now();
     let guard = client.get_lock("clock:rate").lock().await.unwrap();

@@ -3,7 +3,10 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestCluster};
-use crate::support::{eventually, finished, subscribed, take_and_release};
+use crate::support::{
+    assert_invalid, eventually, finished, held_for_a_minute, hold_as_java, subscribed,
+    take_and_release, try_lock_detached, SPLIT_NAMES,
+};
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
 
@@ -73,63 +76,21 @@ async fn cluster_suite() {
 async fn names_that_split_across_slots_are_refused_before_anything_is_sent(cluster: &TestCluster) {
     let c = client(cluster, |c| c).await;
     let mut raw = raw(cluster).await;
-    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+    for name in SPLIT_NAMES {
         let rw = c.get_read_write_lock(name);
+        // A lock that cannot be released must not be taken.
         let results = [
-            (
-                "rlock",
-                c.get_lock(name)
-                    .try_lock()
-                    .await
-                    .map(|g| g.map(|g| g.detach())),
-            ),
-            (
-                "fair",
-                c.get_fair_lock(name)
-                    .try_lock()
-                    .await
-                    .map(|g| g.map(|g| g.detach())),
-            ),
-            (
-                "fenced",
-                c.get_fenced_lock(name)
-                    .try_lock()
-                    .await
-                    .map(|g| g.map(|g| g.detach())),
-            ),
-            (
-                "read",
-                rw.read_lock()
-                    .try_lock()
-                    .await
-                    .map(|g| g.map(|g| g.detach())),
-            ),
-            (
-                "write",
-                rw.write_lock()
-                    .try_lock()
-                    .await
-                    .map(|g| g.map(|g| g.detach())),
-            ),
+            ("rlock", try_lock_detached(&c.get_lock(name)).await),
+            ("fair", try_lock_detached(&c.get_fair_lock(name)).await),
+            ("fenced", try_lock_detached(&c.get_fenced_lock(name)).await),
+            ("read", try_lock_detached(&rw.read_lock()).await),
+            ("write", try_lock_detached(&rw.write_lock()).await),
         ];
         for (kind, r) in results {
-            match r {
-                Err(e) => assert!(e.is_invalid_argument(), "{kind} {name:?}: {e}"),
-                Ok(_) => panic!("{kind} {name:?}: a lock that cannot be released was taken"),
-            }
+            assert_invalid(r, &format!("{kind} {name:?}"));
         }
-        assert!(c
-            .get_lock(name)
-            .unlock()
-            .await
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(c
-            .get_lock(name)
-            .force_unlock()
-            .await
-            .unwrap_err()
-            .is_invalid_argument());
+        assert_invalid(c.get_lock(name).unlock().await, "unlock");
+        assert_invalid(c.get_lock(name).force_unlock().await, "force_unlock");
         let exists: bool = raw.exists(name).await.unwrap();
         assert!(!exists, "{name:?}: something was written");
     }
@@ -184,11 +145,7 @@ async fn sharded_pubsub_wakes_waiters_across_clients(cluster: &TestCluster) {
     let b = client(cluster, |c| c).await;
     for name in ["cl-wake-1", "{tag}:cl-wake-2", "cl-wake-3"] {
         // A long lease: only the release message can wake the waiter in time.
-        let held = a
-            .get_lock(name)
-            .lock_with_lease(Duration::from_secs(60))
-            .await
-            .unwrap();
+        let held = held_for_a_minute(&a.get_lock(name)).await;
         let lock = b.get_lock(name);
         let waiter = tokio::spawn(async move {
             let g = lock.lock().await.unwrap();
@@ -207,6 +164,27 @@ async fn sharded_pubsub_wakes_waiters_across_clients(cluster: &TestCluster) {
     }
 }
 
+/// A task of `c` waiting for the lock `name` (held by Java) that keeps the hold it gets,
+/// returned once `c` is subscribed to its channel.
+async fn parked_behind_java(
+    c: &Client,
+    name: &str,
+) -> tokio::task::JoinHandle<redisson_lock::Result<()>> {
+    let lock = c.get_lock(name);
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    assert!(subscribed(c, 1).await);
+    waiter
+}
+
+/// Java's release message on a sharded channel: `SPUBLISH <channel> 0` on `node`.
+fn java_release_message(node: &mut redis::Connection, channel: &str) {
+    let _: i64 = redis::cmd("SPUBLISH")
+        .arg(channel)
+        .arg("0")
+        .query(node)
+        .unwrap();
+}
+
 async fn foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(
     cluster: &TestCluster,
 ) {
@@ -215,19 +193,12 @@ async fn foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let mut raw = raw(cluster).await;
     // A Java client holds the lock.
-    let _: () = raw.hset(name, "java-uuid:1", 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
-    let lock = c.get_lock(name);
-    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
-    assert!(subscribed(&c, 1).await);
+    hold_as_java(&mut raw, name, "java-uuid:1").await;
+    let waiter = parked_behind_java(&c, name).await;
     // The Java client releases: DEL, then SPUBLISH on the node owning the channel's slot.
     let _: () = raw.del(name).await.unwrap();
     let mut node = cluster.master_of(slot(&channel)).conn();
-    let _: i64 = redis::cmd("SPUBLISH")
-        .arg(&channel)
-        .arg("0")
-        .query(&mut node)
-        .unwrap();
+    java_release_message(&mut node, &channel);
     finished(
         waiter,
         Duration::from_secs(20),
@@ -313,7 +284,7 @@ async fn read_write_and_fair_locks_work_on_the_cluster(cluster: &TestCluster) {
         .unwrap();
 
     let fair = c.get_fair_lock("cl-fair");
-    let held = fair.lock_with_lease(Duration::from_secs(60)).await.unwrap();
+    let held = held_for_a_minute(&fair).await;
     let f2 = fair.clone();
     let waiter = tokio::spawn(async move { f2.lock().await.unwrap().unlock().await.unwrap() });
     let mut raw = raw(cluster).await;
@@ -342,11 +313,7 @@ async fn plain_pubsub_mode_still_wakes(cluster: &TestCluster) {
     let a = client(cluster, |c| c.with_sharded_pubsub(ShardedPubSub::Off)).await;
     let b = client(cluster, |c| c.with_sharded_pubsub(ShardedPubSub::Off)).await;
     assert!(!a.is_sharded_pubsub());
-    let held = a
-        .get_lock("cl-plain")
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let held = held_for_a_minute(&a.get_lock("cl-plain")).await;
     let lock = b.get_lock("cl-plain");
     let waiter = tokio::spawn(async move { lock.lock().await.unwrap().unlock().await.unwrap() });
     assert!(subscribed(&b, 1).await);
@@ -370,18 +337,14 @@ async fn replica_sync_failure_undoes_the_acquire(cluster: &TestCluster) {
         .nodes
         .iter()
         .find(|n| {
-            let mut conn = n.conn();
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut conn)
-                .unwrap_or_default();
-            info.contains(&format!("master_port:{}", master.port))
+            n.info("replication")
+                .contains(&format!("master_port:{}", master.port))
         })
         .expect("the master has a replica");
     let pid: i64 = {
-        let mut conn = replica.conn();
-        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-        info.lines()
+        replica
+            .info("server")
+            .lines()
             .find_map(|l| l.strip_prefix("process_id:"))
             .and_then(|p| p.trim().parse().ok())
             .unwrap()
@@ -411,12 +374,7 @@ async fn replica_sync_failure_undoes_the_acquire(cluster: &TestCluster) {
     let _ = &mut raw;
     // And after the replica is back, locking works again.
     assert!(wait_until(Duration::from_secs(10), || {
-        let mut conn = master.conn();
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query(&mut conn)
-            .unwrap_or_default();
-        info.contains("connected_slaves:1")
+        master.info("replication").contains("connected_slaves:1")
     }));
     let g = c.get_lock(name).lock().await.unwrap();
     g.unlock().await.unwrap();
@@ -429,11 +387,8 @@ async fn slot_moved_while_waiting(cluster: &TestCluster) {
     let c = client(cluster, |c| c).await;
     let mut raw = raw(cluster).await;
     // A foreign holder with a long TTL.
-    let _: () = raw.hset(name, "java-uuid:9", 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
-    let lock = c.get_lock(name);
-    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
-    assert!(subscribed(&c, 1).await);
+    hold_as_java(&mut raw, name, "java-uuid:9").await;
+    let waiter = parked_behind_java(&c, name).await;
     let old = cluster.master_of(slot(name)).port;
     let new = cluster.move_slot(slot(name));
     assert_ne!(old, new);
@@ -451,11 +406,7 @@ async fn slot_moved_while_waiting(cluster: &TestCluster) {
         "waiter resubscribed at the new owner"
     );
     let _: i64 = redis::cmd("DEL").arg(name).query(&mut node).unwrap();
-    let _: i64 = redis::cmd("SPUBLISH")
-        .arg(&channel)
-        .arg("0")
-        .query(&mut node)
-        .unwrap();
+    java_release_message(&mut node, &channel);
     finished(
         waiter,
         Duration::from_secs(30),

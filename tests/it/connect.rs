@@ -108,11 +108,7 @@ async fn connect_loads_the_scripts() {
         .await
         .unwrap();
     take_and_release(&client.get_lock("preloaded")).await;
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let stats = info(&mut raw, "commandstats").await;
     assert!(
         !stats.contains("cmdstat_script|load"),
         "no script was loaded on first use: {stats}"

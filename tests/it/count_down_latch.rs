@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, java_on, latch_channel, reset_stats};
+use crate::support::redisson::{self, java_latch, latch_channel, reset_stats};
 use crate::support::*;
 use redis::AsyncCommands;
 use redisson_lock::LockError;
@@ -15,10 +15,8 @@ const WAIT: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_down_to_an_open_latch() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "latch:api";
+    let (_server, client, mut raw) = fixture().await;
     let latch = client.get_count_down_latch(name);
 
     // A latch that does not exist is open.
@@ -51,10 +49,8 @@ async fn counts_down_to_an_open_latch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "latch:bad";
+    let (server, client, mut raw) = fixture().await;
     let latch = client.get_count_down_latch(name);
     let mut messages = Listener::start(&server, &latch_channel(name)).await;
 
@@ -87,9 +83,7 @@ async fn bad_input_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_zero_message_wakes_every_waiter() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
+    let (server, [client, other]) = two_clients().await;
     let name = "latch:wake-all";
     let latch = client.get_count_down_latch(name);
     assert!(latch.try_set_count(2).await.unwrap());
@@ -113,14 +107,7 @@ async fn the_zero_message_wakes_every_waiter() {
     // Java's count-down (its own script) takes it to zero and publishes `0`.
     let mut raw = server.conn().await;
     let channel = latch_channel(name);
-    java_on(
-        &mut raw,
-        redisson::LATCH_COUNT_DOWN,
-        name,
-        latch_channel,
-        &["0", "PUBLISH"],
-    )
-    .await;
+    java_latch(&mut raw, redisson::LATCH_COUNT_DOWN, name, &["0"]).await;
     all_woken(waiters, WAIT, "a waiter was not woken by the zero message").await;
     assert!(
         channel_subscribers(&server, &channel, 0).await,
@@ -130,10 +117,8 @@ async fn the_zero_message_wakes_every_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_read_and_write_the_same_layout() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "latch:java";
+    let (server, client, mut raw) = fixture().await;
     let channel = latch_channel(name);
     let latch = client.get_count_down_latch(name);
     let mut messages = Listener::start(&server, &channel).await;
@@ -144,38 +129,17 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert_eq!(key_type(&mut raw, name).await, "string");
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
     // Java's trySetCount on an armed latch: refused.
-    let set = java_on(
-        &mut raw,
-        redisson::LATCH_TRY_SET,
-        name,
-        latch_channel,
-        &["1", "7", "PUBLISH"],
-    )
-    .await;
+    let set = java_latch(&mut raw, redisson::LATCH_TRY_SET, name, &["1", "7"]).await;
     assert_eq!(set, redis::Value::Int(0));
     // Java counts down once, we count down to zero: deleted, `0` published once.
-    java_on(
-        &mut raw,
-        redisson::LATCH_COUNT_DOWN,
-        name,
-        latch_channel,
-        &["0", "PUBLISH"],
-    )
-    .await;
+    java_latch(&mut raw, redisson::LATCH_COUNT_DOWN, name, &["0"]).await;
     assert_eq!(latch.get_count().await.unwrap(), 1);
     latch.count_down().await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("0"));
     assert!(!exists(&mut raw, name).await);
 
     // Java arms, we read and count down.
-    let set = java_on(
-        &mut raw,
-        redisson::LATCH_TRY_SET,
-        name,
-        latch_channel,
-        &["1", "1", "PUBLISH"],
-    )
-    .await;
+    let set = java_latch(&mut raw, redisson::LATCH_TRY_SET, name, &["1", "1"]).await;
     assert_eq!(set, redis::Value::Int(1));
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
     assert!(!latch.try_set_count(4).await.unwrap());
@@ -183,14 +147,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our delete: `1`, as Java's; Java's delete then finds nothing.
     assert!(latch.delete().await.unwrap());
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
-    let del = java_on(
-        &mut raw,
-        redisson::LATCH_DELETE,
-        name,
-        latch_channel,
-        &["1", "PUBLISH"],
-    )
-    .await;
+    let del = java_latch(&mut raw, redisson::LATCH_DELETE, name, &["1"]).await;
     assert_eq!(del, redis::Value::Int(0));
     assert!(messages.next(Duration::from_millis(100)).await.is_none());
     let all: Vec<String> = raw.keys("*").await.unwrap();
@@ -199,12 +156,8 @@ async fn java_and_rust_read_and_write_the_same_layout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_leaves_nothing_behind() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "latch:cancel";
-    let latch = client.get_count_down_latch(name);
-    latch.try_set_count(1).await.unwrap();
+    let (server, client, mut raw, latch) = latch_fixture(name, 1).await;
     let l = latch.clone();
     let channel = latch_channel(name);
     cancelled_wait_unsubscribes(&server, &client, &channel, async move { l.wait().await }).await;
@@ -213,11 +166,8 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
-    let mut server = TestServer::start();
-    let client = server.client().await;
     let name = "latch:faults";
-    let latch = client.get_count_down_latch(name);
-    latch.try_set_count(1).await.unwrap();
+    let (mut server, client, _raw, latch) = latch_fixture(name, 1).await;
     let channel = latch_channel(name);
 
     // Subscriber killed: resubscribed, then woken by the count-down's `0`.
@@ -248,13 +198,10 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 /// would sleep to the 30 s re-check: the bound here is 25 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
-    use crate::wakeups::{delayed_waiter, ReplyDelay, WINDOW};
-    let server = TestServer::start();
+    use crate::wakeups::windowed;
     // Only the command connection sends GET (the subscriber sends SUBSCRIBE).
-    let proxy = ReplyDelay::start(server.port, b"$3\r\nGET\r\n".to_vec(), WINDOW).await;
-    let client = delayed_waiter(&proxy).await;
+    let (server, _proxy, client, mut raw) = windowed(b"$3\r\nGET\r\n".to_vec(), None).await;
     let name = "latch:window";
-    let mut raw = server.conn().await;
     let _: () = raw.set(name, 1).await.unwrap();
     reset_stats(&server).await;
     // Each: a read, a subscription, then the wait loop's first read.
@@ -263,14 +210,7 @@ async fn a_zero_between_the_read_and_the_wait_is_not_missed() {
         async move { latch.wait().await }
     })
     .await;
-    java_on(
-        &mut raw,
-        redisson::LATCH_COUNT_DOWN,
-        name,
-        latch_channel,
-        &["0", "PUBLISH"],
-    )
-    .await;
+    java_latch(&mut raw, redisson::LATCH_COUNT_DOWN, name, &["0"]).await;
     all_woken(
         waiters,
         Duration::from_secs(25),

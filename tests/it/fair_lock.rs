@@ -74,12 +74,9 @@ async fn enqueue_dead(raw: &mut MultiplexedConnection, name: &str, field: &str, 
 
 /// Script calls the server has run so far (EVAL and EVALSHA).
 async fn script_calls(raw: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
+    info(raw, "commandstats")
         .await
-        .unwrap();
-    info.lines()
+        .lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
         .filter_map(|l| {
             l.split("calls=")
@@ -135,13 +132,9 @@ impl Waiter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_deadlines_and_per_waiter_channels_as_java_sees_them() {
-    let server = TestServer::start();
     let wait = Duration::from_secs(7);
     let wait_ms = 7_000;
-    let client = server
-        .client_with(|c| c.with_fair_lock_wait_timeout(wait))
-        .await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture_with(|c| c.with_fair_lock_wait_timeout(wait)).await;
     let name = "fair:layout";
     let lock = client.get_fair_lock(name);
 
@@ -210,9 +203,7 @@ async fn queue_deadlines_and_per_waiter_channels_as_java_sees_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_waiters_acquire_in_arrival_order() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
+    let (server, [client, other]) = two_clients().await;
     let name = "fair:order";
     let held = client.get_fair_lock(name).lock().await.unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
@@ -254,12 +245,8 @@ async fn eight_waiters_acquire_in_arrival_order() {
 /// old holder's 30 s lease would have run out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiter_is_evicted_after_its_deadline_and_the_queue_moves_on() {
-    let server = TestServer::start();
     let wait = Duration::from_millis(1500);
-    let client = server
-        .client_with(|c| c.with_fair_lock_wait_timeout(wait))
-        .await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture_with(|c| c.with_fair_lock_wait_timeout(wait)).await;
     let name = "fair:dead";
     let lock = client.get_fair_lock(name);
     let held = lock.lock().await.unwrap();
@@ -292,21 +279,14 @@ async fn dead_waiter_is_evicted_after_its_deadline_and_the_queue_moves_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_holder_blocks_and_its_release_message_wakes_our_head() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fair:foreign";
-    let foreign = "1a2b3c4d-0000-4000-8000-00000000ffee:1";
-    let _: () = raw.hset(name, foreign, 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
+    let (server, client, mut raw) = fixture().await;
+    hold_as_java(&mut raw, name, JAVA_FIELD).await;
 
     let lock = client.get_fair_lock(name);
-    assert!(lock.try_lock().await.unwrap().is_none());
+    assert_excluded_by_foreign(&lock).await;
     // `try_lock` without a wait never queues.
     assert!(queue(&mut raw, name).await.is_empty());
-    assert!(lock.is_locked().await.unwrap());
-    assert!(!lock.is_held_by_current().await.unwrap());
-    assert!(lock.unlock().await.unwrap_err().is_not_owner());
 
     let w = LockOwner::new(9);
     let mut waiter = spawn_waiter(lock.with_owner(w));
@@ -317,7 +297,7 @@ async fn foreign_holder_blocks_and_its_release_message_wakes_our_head() {
         "took a lock Java holds"
     );
     let f: HashMap<String, i64> = raw.hgetall(name).await.unwrap();
-    assert_eq!(f, HashMap::from([(foreign.to_owned(), 1)]));
+    assert_eq!(f, HashMap::from([(JAVA_FIELD.to_owned(), 1)]));
 
     // Java's unlock: DEL, then `0` on the head's own channel. The lock's PTTL was ~60 s, so
     // only the message can wake our waiter this soon.
@@ -335,15 +315,10 @@ async fn foreign_holder_blocks_and_its_release_message_wakes_our_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_waiters_leave_the_queue() {
-    let server = TestServer::start();
     let wait = Duration::from_secs(5);
-    let client = server
-        .client_with(|c| c.with_fair_lock_wait_timeout(wait))
-        .await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture_with(|c| c.with_fair_lock_wait_timeout(wait)).await;
     let name = "fair:cancel";
-    let _: () = raw.hset(name, DEAD, 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
+    hold_as_java(&mut raw, name, DEAD).await;
     let lock = client.get_fair_lock(name);
 
     // A try_lock_for that runs out leaves the queue and the deadline set.
@@ -396,10 +371,8 @@ async fn cancelled_waiters_leave_the_queue() {
 /// head; ours sleep until that head's deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_busy_loop_while_a_dead_head_blocks_a_free_lock() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fair:spin";
+    let (server, client, mut raw) = fixture().await;
     let dead_deadline = now_ms() + 4_000;
     enqueue_dead(&mut raw, name, DEAD, dead_deadline).await;
     let mut waiter = spawn_waiter(client.get_fair_lock(name));
@@ -417,17 +390,9 @@ async fn no_busy_loop_while_a_dead_head_blocks_a_free_lock() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_rejected_and_queues_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_fair_lock("fair:bad");
-    let e = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
-    let e = lock
-        .try_lock_with_lease(Duration::from_secs(1), Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
+    assert_zero_lease_refused(&lock, Duration::from_secs(1)).await;
     let e = client.get_fair_lock("").lock().await.unwrap_err();
     assert!(e.is_invalid_argument(), "{e}");
     assert!(!lock.is_locked().await.unwrap());
@@ -455,12 +420,9 @@ async fn bad_input_is_rejected_and_queues_nothing() {
 /// the old holder's whole lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelled_acquire_that_won_the_lock_hands_it_to_the_next_waiter() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fair:inflight";
-    let _: () = raw.hset(name, DEAD, 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
+    let (server, client, mut raw) = fixture().await;
+    hold_as_java(&mut raw, name, DEAD).await;
     let lock = client.get_fair_lock(name);
     let (a, b) = (LockOwner::new(1), LockOwner::new(2));
     let wa = spawn_waiter(lock.with_owner(a));

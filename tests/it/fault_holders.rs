@@ -14,6 +14,64 @@ use redisson_lock::Config;
 /// Generous bound for anything event-driven on a loaded 2-core machine.
 const BOUND: Duration = Duration::from_secs(30);
 
+/// Runs `n` holder processes of `lock` (spec adjusted by `tweak`) to completion, fault-free;
+/// the checker's report on their histories.
+async fn contend(
+    server: &TestServer,
+    dir: &std::path::Path,
+    lock: &str,
+    n: usize,
+    tweak: impl Fn(&mut HolderSpec),
+) -> Report {
+    let mut holders = spawn_holders(server, dir, lock, n, tweak);
+    for h in &mut holders {
+        assert!(h.wait(Duration::from_secs(90)).await, "holder failed");
+    }
+    check_holders(server, lock, &holders, &HashMap::new()).await
+}
+
+/// T8's pause, on a fresh server: a holder of kind `stale_kind` is SIGSTOPped between its read
+/// and its write, past its 1.5 s watchdog lease; a holder of kind `fresh_kind` then runs once,
+/// and the stopped one is resumed. Both must finish. Returns them (stale, fresh) with the
+/// checker's report.
+async fn paused_past_its_lease(
+    lock: &str,
+    stale_kind: &'static str,
+    fresh_kind: &'static str,
+) -> (Holder, Holder, Report) {
+    let server = &TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.kind = stale_kind;
+    spec.iterations = 1;
+    spec.watchdog_ms = 1500;
+    spec.rmw_ms = 1000;
+    let mut stale = Holder::spawn(&spec, history_path(dir, 0));
+    assert!(stale.wait_for("read", 1, BOUND).await);
+    stale.pause();
+
+    let mut spec = HolderSpec::new(&server.url(), lock);
+    spec.kind = fresh_kind;
+    spec.iterations = 1;
+    let mut fresh = Holder::spawn(&spec, history_path(dir, 1));
+    // The fresh holder gets the lock once the stopped holder's lease runs out.
+    assert!(
+        fresh.wait(BOUND).await,
+        "the {fresh_kind} holder never got in"
+    );
+    stale.resume();
+    assert!(
+        stale.wait(BOUND).await,
+        "the stale {stale_kind} holder failed"
+    );
+    let report = check_holders(server, lock, [&stale, &fresh], &HashMap::new()).await;
+    assert_eq!(report.holds.len(), 2, "{report:?}");
+    // The double grant is detected.
+    assert_eq!(report.overlaps.len(), 1, "{report:?}");
+    (stale, fresh, report)
+}
+
 /// Fault-free: four processes contend; the checker finds no overlap, no lost update, and every
 /// fenced write accepted with tokens increasing in hold order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,19 +79,7 @@ async fn fault_free_holders_never_overlap() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let lock = "fault:free";
-    let mut holders: Vec<Holder> = (0..4)
-        .map(|i| {
-            let mut spec = HolderSpec::new(&server.url(), lock);
-            spec.iterations = 8;
-            Holder::spawn(&spec, history_path(dir.path(), i))
-        })
-        .collect();
-    for h in &mut holders {
-        assert!(h.wait(Duration::from_secs(90)).await, "holder failed");
-    }
-    let paths: Vec<_> = holders.iter().map(|h| h.history.clone()).collect();
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    let report = contend(&server, dir.path(), lock, 4, |spec| spec.iterations = 8).await;
     assert_eq!(report.holds.len(), 32, "{report:?}");
     report.assert_safe("fault-free");
     assert_eq!(report.fenced_rejected, 0);
@@ -52,21 +98,12 @@ async fn fault_free_holds_longer_than_the_lease_are_renewed() {
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let lock = "fault:long";
-    let mut holders: Vec<Holder> = (0..3)
-        .map(|i| {
-            let mut spec = HolderSpec::new(&server.url(), lock);
-            spec.iterations = 2;
-            spec.watchdog_ms = 1_500;
-            spec.hold_ms = 2_000;
-            Holder::spawn(&spec, history_path(dir.path(), i))
-        })
-        .collect();
-    for h in &mut holders {
-        assert!(h.wait(Duration::from_secs(90)).await, "holder failed");
-    }
-    let paths: Vec<_> = holders.iter().map(|h| h.history.clone()).collect();
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
+    let report = contend(&server, dir.path(), lock, 3, |spec| {
+        spec.iterations = 2;
+        spec.watchdog_ms = 1_500;
+        spec.hold_ms = 2_000;
+    })
+    .await;
     assert_eq!(report.holds.len(), 6, "{report:?}");
     assert_eq!(
         report.lost_holds(),
@@ -123,10 +160,8 @@ async fn killed_holder_frees_the_lock_after_its_lease() {
 
     let mut open_ends = HashMap::new();
     open_ends.insert(victim.pid(), killed_at);
-    let mut paths = vec![victim.history.clone()];
-    paths.extend(waiters.iter().map(|w| w.history.clone()));
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &open_ends).await;
+    let holders = std::iter::once(&victim).chain(&waiters);
+    let report = check_holders(&server, lock, holders, &open_ends).await;
     assert_eq!(report.holds.len(), 5, "{report:?}");
     report.assert_safe("kill -9");
     assert!(report
@@ -143,12 +178,7 @@ async fn killed_holder_frees_the_lock_after_its_lease() {
         "{:?}",
         client.stats()
     );
-    assert!(
-        eventually(BOUND, || async {
-            numsub(&server, &channel(lock)).await == 0
-        })
-        .await
-    );
+    assert!(subscribers_within(&server, &channel(lock), 0, BOUND).await);
 }
 
 /// T8 (Kleppmann's pause): a holder is SIGSTOPped between reading and writing the counter,
@@ -157,32 +187,8 @@ async fn killed_holder_frees_the_lock_after_its_lease() {
 /// reject the resumed holder's stale write, and its release must report the lease lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_holder_past_its_lease_is_caught_and_fenced() {
-    let server = TestServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let lock = "fault:sigstop";
-    let mut spec = HolderSpec::new(&server.url(), lock);
-    spec.iterations = 1;
-    spec.watchdog_ms = 1500;
-    spec.rmw_ms = 1000;
-    let stale = Holder::spawn(&spec, history_path(dir.path(), 0));
-    assert!(stale.wait_for("read", 1, BOUND).await);
-    stale.pause();
-
-    let mut spec = HolderSpec::new(&server.url(), lock);
-    spec.iterations = 1;
-    let mut fresh = Holder::spawn(&spec, history_path(dir.path(), 1));
-    // The fresh holder gets the lock once the stopped holder's lease runs out.
-    assert!(fresh.wait(BOUND).await, "fresh holder failed");
-    let mut stale = stale;
-    stale.resume();
-    assert!(stale.wait(BOUND).await, "stale holder failed");
-
-    let paths = vec![stale.history.clone(), fresh.history.clone()];
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
-    assert_eq!(report.holds.len(), 2, "{report:?}");
     // The double grant is detected...
-    assert_eq!(report.overlaps.len(), 1, "{report:?}");
+    let (stale, fresh, report) = paused_past_its_lease("fault:sigstop", "fenced", "fenced").await;
     let stale_hold = report.holds.iter().find(|h| h.pid == stale.pid()).unwrap();
     let fresh_hold = report.holds.iter().find(|h| h.pid == fresh.pid()).unwrap();
     assert!(stale_hold.token < fresh_hold.token);
@@ -265,13 +271,7 @@ async fn killed_fair_waiter_is_evicted_and_the_queue_moves_on() {
     let mut open_ends = HashMap::new();
     open_ends.insert(holder.pid(), holder_killed_at);
     open_ends.insert(dead.pid(), dead_at);
-    let paths = vec![
-        holder.history.clone(),
-        dead.history.clone(),
-        next.history.clone(),
-    ];
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &open_ends).await;
+    let report = check_holders(&server, lock, [&holder, &dead, &next], &open_ends).await;
     report.assert_safe("fair kill -9");
     assert_eq!(report.holds.len(), 2, "{report:?}");
     let next_hold = report.holds.iter().find(|h| h.pid == next.pid()).unwrap();
@@ -290,31 +290,8 @@ async fn killed_fair_waiter_is_evicted_and_the_queue_moves_on() {
 /// the reader's unstable read; the resumed reader's guard says it lost its hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_reader_past_its_lease_lets_a_writer_in_and_is_told() {
-    let server = TestServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let lock = "fault:rw-sigstop";
-    let mut spec = HolderSpec::new(&server.url(), lock);
-    spec.kind = "read";
-    spec.iterations = 1;
-    spec.watchdog_ms = 1500;
-    spec.rmw_ms = 1000;
-    let mut reader = Holder::spawn(&spec, history_path(dir.path(), 0));
-    assert!(reader.wait_for("read", 1, BOUND).await);
-    reader.pause();
-
-    let mut spec = HolderSpec::new(&server.url(), lock);
-    spec.kind = "write";
-    spec.iterations = 1;
-    let mut writer = Holder::spawn(&spec, history_path(dir.path(), 1));
-    assert!(writer.wait(BOUND).await, "the writer never got in");
-    reader.resume();
-    assert!(reader.wait(BOUND).await, "reader failed");
-
-    let paths = vec![reader.history.clone(), writer.history.clone()];
-    let mut store = server.conn().await;
-    let report = check(&mut store, lock, &paths, &HashMap::new()).await;
-    assert_eq!(report.holds.len(), 2, "{report:?}");
-    assert_eq!(report.overlaps.len(), 1, "{report:?}");
+    let (_reader, _writer, report) =
+        paused_past_its_lease("fault:rw-sigstop", "read", "write").await;
     let r = report.holds.iter().find(|h| h.read).unwrap();
     assert!(
         r.unstable,

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::proxy::{Mode, Proxy};
+use crate::support::proxy::{proxied, Mode};
 use crate::support::*;
 use crate::support::{exists_on as exists, numsub_on as numsub};
 use redis::AsyncCommands;
@@ -53,19 +53,6 @@ async fn hget(server: &TestServer, key: &str, field: &str) -> i64 {
     v.unwrap_or(0)
 }
 
-/// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:
-/// the trap must catch the real `EVALSHA`, not a first `NOSCRIPT` round.
-/// A server, the fault proxy in front of it, and a client connected through the proxy with
-/// `config` applied to its `Config`.
-async fn proxied(config: impl FnOnce(Config) -> Config) -> (TestServer, Proxy, Client) {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client = Client::with_config(config(Config::new(proxy.url())))
-        .await
-        .unwrap();
-    (server, proxy, client)
-}
-
 /// The lost-reply tests' client: a 2 s reply timeout, up to 4 attempts.
 fn retrying(config: Config) -> Config {
     config
@@ -73,6 +60,8 @@ fn retrying(config: Config) -> Config {
         .with_retry_attempts(4)
 }
 
+/// Runs one lock/unlock cycle so the lock and unlock scripts are in the server's script cache:
+/// the trap must catch the real `EVALSHA`, not a first `NOSCRIPT` round.
 async fn warm_up(client: &Client) {
     let l = client.get_lock("fault:warm-up");
     take_and_release_with_lease(&l, Duration::from_secs(5)).await;
@@ -85,17 +74,9 @@ async fn warm_up(client: &Client) {
 /// its release must report the lease lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blackholed_renewals_lose_the_hold_and_fencing_rejects_the_stale_writer() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
     let lease = Duration::from_millis(4000);
-    let stale_client = Client::with_config(
-        Config::new(proxy.url())
-            .with_watchdog_timeout(lease)
-            .with_response_timeout(Duration::from_millis(1000))
-            .with_connection_timeout(Duration::from_millis(1000)),
-    )
-    .await
-    .unwrap();
+    let timeout = Duration::from_millis(1000);
+    let (server, proxy, stale_client) = proxied(|c| fail_fast(c, lease, timeout)).await;
     let fresh_client = server.client().await;
     let name = "fault:blackhole-renewals";
     let resource = "fault:blackhole-renewals:resource";
@@ -113,12 +94,12 @@ async fn blackholed_renewals_lose_the_hold_and_fencing_rejects_the_stale_writer(
     );
 
     proxy.set(Mode::Blackhole);
-    let fresh = fresh_client
-        .get_fenced_lock(name)
-        .try_lock_for(BOUND)
-        .await
-        .unwrap()
-        .expect("the lease of the partitioned holder never ran out");
+    let fresh = taken_within(
+        &fresh_client.get_fenced_lock(name),
+        BOUND,
+        "the lease of the partitioned holder never ran out",
+    )
+    .await;
     // By the time anyone else can hold the lock, the old guard says it is lost.
     assert!(
         stale.is_lost(),
@@ -150,14 +131,9 @@ async fn blackholed_renewals_lose_the_hold_and_fencing_rejects_the_stale_writer(
 /// waiter: they acquire at once, not after the holder's 120 s TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_acquire_after_their_subscriber_is_killed_and_the_release_missed() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
+    let (server, proxy, waiter_client) =
+        proxied(|c| c.with_connection_timeout(Duration::from_millis(500))).await;
     let holder_client = server.client().await;
-    let waiter_client = Client::with_config(
-        Config::new(proxy.url()).with_connection_timeout(Duration::from_millis(500)),
-    )
-    .await
-    .unwrap();
     let name = "fault:pubsub-kill";
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let held = holder_client
@@ -231,9 +207,7 @@ async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
     let (server, proxy, client) = proxied(retrying).await;
     warm_up(&client).await;
     let name = "fault:drop-unlock";
-    let owner = LockOwner::new(1);
-    let lock = client.get_lock(name).with_owner(owner);
-    let f = field(&client, owner);
+    let (lock, f) = owned_lock(&client, name, 1);
     let lease = Duration::from_secs(60);
     let g1 = lock.lock_with_lease(lease).await.unwrap();
     let g2 = lock.lock_with_lease(lease).await.unwrap();
@@ -262,11 +236,7 @@ async fn unlock_whose_reply_is_dropped_is_applied_exactly_once() {
     assert_eq!(listener.next(Duration::from_millis(500)).await, None);
     // And the owner-style unlock reports "not owner" afterwards, changing nothing.
     assert!(lock.unlock().await.unwrap_err().is_not_owner());
-    assert!(
-        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
-        "{:?}",
-        client.stats()
-    );
+    assert_no_tracked_holds(&client, BOUND).await;
 }
 
 /// T16, acquire side: the server runs an acquire (HINCRBY), its reply is lost. The acquire is
@@ -277,9 +247,7 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
     let (server, proxy, client) = proxied(retrying).await;
     warm_up(&client).await;
     let name = "fault:drop-acquire";
-    let owner = LockOwner::new(1);
-    let lock = client.get_lock(name).with_owner(owner);
-    let f = field(&client, owner);
+    let (lock, f) = owned_lock(&client, name, 1);
     let lease = Duration::from_secs(60);
 
     // A re-entry whose reply is lost: Redis counted 2, the client knows 1. The retry first
@@ -323,23 +291,15 @@ async fn acquire_whose_reply_is_dropped_never_inflates_the_hold_count() {
     assert_eq!(hget(&server, name, &f).await, 1);
     g.unlock().await.unwrap();
     assert!(!exists(&server, name).await);
-    assert!(
-        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
-        "{:?}",
-        client.stats()
-    );
+    assert_no_tracked_holds(&client, BOUND).await;
 }
 
 /// T15: acquires cancelled at many points while the proxy delays every chunk: whatever ran on
 /// the server is undone, nothing stays held or renewed, and another client can take the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquires_cancelled_under_delay_leave_nothing_behind() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
-    let client =
-        Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(Duration::from_secs(3)))
-            .await
-            .unwrap();
+    let (server, proxy, client) =
+        proxied(|c| c.with_watchdog_timeout(Duration::from_secs(3))).await;
     warm_up(&client).await;
     let name = "fault:cancel-delay";
     let lock = client.get_lock(name).with_owner(LockOwner::new(1));
@@ -381,17 +341,9 @@ async fn acquires_cancelled_under_delay_leave_nothing_behind() {
 /// reported lost, the waiter does not get the lock early, and gets it when it is released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
     let lease = Duration::from_secs(4);
-    let client = Client::with_config(
-        Config::new(proxy.url())
-            .with_watchdog_timeout(lease)
-            .with_response_timeout(Duration::from_millis(500))
-            .with_connection_timeout(Duration::from_millis(500)),
-    )
-    .await
-    .unwrap();
+    let timeout = Duration::from_millis(500);
+    let (server, proxy, client) = proxied(|c| fail_fast(c, lease, timeout)).await;
     let name = "fault:reset";
     let owner = LockOwner::new(1);
     let guard = client
@@ -400,11 +352,8 @@ async fn short_connection_reset_is_ridden_out_without_losing_the_hold() {
         .lock()
         .await
         .unwrap();
-    let waiter = {
-        let lock = client.get_lock(name).with_owner(LockOwner::new(2));
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
-    };
-    assert!(subscribed(&client, 1).await);
+    let lock = client.get_lock(name).with_owner(LockOwner::new(2));
+    let waiter = parked_minute_waiter(&client, lock).await;
     let accepted = proxy.accepted();
 
     proxy.set(Mode::Reset);
@@ -481,11 +430,7 @@ async fn fair_waiter_whose_winning_acquire_loses_its_reply_is_safe() {
         "the queue kept an entry"
     );
     assert!(!exists(&server, name).await);
-    assert!(
-        eventually(BOUND, || async { via_proxy.stats().tracked_holds == 0 }).await,
-        "{:?}",
-        via_proxy.stats()
-    );
+    assert_no_tracked_holds(&via_proxy, BOUND).await;
 }
 
 async fn fair_queue_is(server: &TestServer, name: &str, n: usize) -> bool {
@@ -620,11 +565,7 @@ async fn reply_lost_releases_of_every_kind_are_applied_exactly_once() {
         Vec::<String>::new(),
         "a release wrote an unlock latch"
     );
-    assert!(
-        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
-        "{:?}",
-        client.stats()
-    );
+    assert_no_tracked_holds(&client, BOUND).await;
 }
 
 async fn latch_keys(server: &TestServer) -> Vec<String> {

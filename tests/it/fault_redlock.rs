@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::*;
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config, RedLock};
+use redisson_lock::{Client, Config, MultiLockGuard, RedLock};
 
 const BOUND: Duration = Duration::from_secs(30);
 const NODE_TIMEOUT: Duration = Duration::from_millis(300);
@@ -59,6 +59,59 @@ impl Nodes {
         }
         v
     }
+
+    /// Heals the partition, then asserts that no node holds key `name` within [`BOUND`]; `what`
+    /// says what a key left means.
+    async fn heal_leaving_nothing(&self, name: &str, what: &str) {
+        self.heal();
+        assert!(
+            eventually(BOUND, || async { self.holding(name).await.is_empty() }).await,
+            "{what}: {:?}",
+            self.holding(name).await
+        );
+    }
+
+    /// Every proxy passes traffic again (the partition heals).
+    fn heal(&self) {
+        for p in &self.proxies {
+            p.set(Mode::Pass);
+        }
+    }
+}
+
+/// `red` taken within 5 s with `lease`; `why` says why it must be.
+async fn taken(red: &RedLock, lease: Duration, why: &str) -> MultiLockGuard {
+    red.try_lock_with_lease(Duration::from_secs(5), lease)
+        .await
+        .unwrap()
+        .expect(why)
+}
+
+/// `red`, free again, is taken on all three nodes and released.
+async fn taken_on_every_node(red: &RedLock, lease: Duration, why: &str) {
+    let g = taken(red, lease, why).await;
+    assert_eq!(g.held_nodes().len(), 3);
+    g.unlock().await.unwrap();
+}
+
+/// Tries `red` for `wait` with `lease`, which must answer within [`BOUND`] (`hang` says what
+/// a hang means); its result.
+async fn try_within_bound(
+    red: &RedLock,
+    wait: Duration,
+    lease: Duration,
+    hang: &str,
+) -> Result<Option<MultiLockGuard>, redisson_lock::LockError> {
+    tokio::time::timeout(BOUND, red.try_lock_with_lease(wait, lease))
+        .await
+        .expect(hang)
+}
+
+/// Three nodes behind proxies and the RedLock `name` over them (see [`redlock`]).
+async fn redlock_on_three(name: &str) -> (Nodes, RedLock) {
+    let nodes = Nodes::start(3).await;
+    let red = redlock(&nodes.clients().await, name);
+    (nodes, red)
 }
 
 fn redlock(clients: &[Client], name: &str) -> RedLock {
@@ -72,19 +125,13 @@ fn redlock(clients: &[Client], name: &str) -> RedLock {
 /// left anywhere (the request held by the partition and delivered late is undone or expires).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_minority_blackholed_is_taken_and_exclusive() {
-    let nodes = Nodes::start(3).await;
-    let clients = nodes.clients().await;
     let name = "fault:redlock-minority";
     let lease = Duration::from_secs(5);
-    let red = redlock(&clients, name);
+    let (nodes, red) = redlock_on_three(name).await;
 
     nodes.proxies[0].set(Mode::Blackhole);
     let started = Instant::now();
-    let guard = red
-        .try_lock_with_lease(Duration::from_secs(5), lease)
-        .await
-        .unwrap()
-        .expect("a majority was reachable");
+    let guard = taken(&red, lease, "a majority was reachable").await;
     assert!(started.elapsed() < BOUND);
     let held = guard.held_nodes();
     assert_eq!(held, vec![1, 2], "{held:?}");
@@ -100,36 +147,21 @@ async fn redlock_with_a_minority_blackholed_is_taken_and_exclusive() {
     assert!(!matches!(r, Ok(Some(_))), "two RedLock holders at once");
 
     guard.unlock().await.unwrap();
-    nodes.proxies[0].set(Mode::Pass);
-    assert!(
-        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
-        "member keys left behind: {:?}",
-        nodes.holding(name).await
-    );
+    nodes
+        .heal_leaving_nothing(name, "member keys left behind")
+        .await;
     // And the rival gets it now.
-    let g = rival
-        .try_lock_with_lease(Duration::from_secs(5), lease)
-        .await
-        .unwrap()
-        .expect("free RedLock not taken");
-    assert_eq!(g.held_nodes().len(), 3);
-    g.unlock().await.unwrap();
+    taken_on_every_node(&rival, lease, "free RedLock not taken").await;
 }
 
 /// T23 with a dead node: one of three servers SIGKILLed; the RedLock is still taken, in about
 /// the node timeout rather than a whole response timeout per attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_minority_killed_is_taken() {
-    let mut nodes = Nodes::start(3).await;
-    let clients = nodes.clients().await;
     let name = "fault:redlock-killed";
-    let red = redlock(&clients, name);
+    let (mut nodes, red) = redlock_on_three(name).await;
     nodes.servers[2].kill();
-    let g = red
-        .try_lock_with_lease(Duration::from_secs(5), Duration::from_secs(5))
-        .await
-        .unwrap()
-        .expect("a majority was alive");
+    let g = taken(&red, Duration::from_secs(5), "a majority was alive").await;
     assert_eq!(g.held_nodes(), vec![0, 1]);
     // Releasing reports the dead node or not, but frees the live ones.
     let _ = g.unlock().await;
@@ -144,21 +176,20 @@ async fn redlock_with_a_minority_killed_is_taken() {
 /// key is left anywhere and the lock can be taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_majority_blackholed_fails_fast_and_leaves_nothing() {
-    let nodes = Nodes::start(3).await;
-    let clients = nodes.clients().await;
     let name = "fault:redlock-majority";
     let lease = Duration::from_secs(5);
-    let red = redlock(&clients, name);
+    let (nodes, red) = redlock_on_three(name).await;
 
     nodes.proxies[0].set(Mode::Blackhole);
     nodes.proxies[1].set(Mode::Blackhole);
     let started = Instant::now();
-    let r = tokio::time::timeout(
-        BOUND,
-        red.try_lock_with_lease(Duration::from_secs(2), lease),
+    let r = try_within_bound(
+        &red,
+        Duration::from_secs(2),
+        lease,
+        "RedLock hung with a majority of nodes partitioned",
     )
-    .await
-    .expect("RedLock hung with a majority of nodes partitioned");
+    .await;
     match r {
         Ok(Some(g)) => panic!("RedLock taken without a majority: {:?}", g.held_nodes()),
         Ok(None) => {}
@@ -170,20 +201,10 @@ async fn redlock_with_a_majority_blackholed_fails_fast_and_leaves_nothing() {
         "the reachable member was kept"
     );
 
-    nodes.proxies[0].set(Mode::Pass);
-    nodes.proxies[1].set(Mode::Pass);
-    assert!(
-        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
-        "member keys left behind after healing: {:?}",
-        nodes.holding(name).await
-    );
-    let g = red
-        .try_lock_with_lease(Duration::from_secs(5), lease)
-        .await
-        .unwrap()
-        .expect("RedLock not taken after healing");
-    assert_eq!(g.held_nodes().len(), 3);
-    g.unlock().await.unwrap();
+    nodes
+        .heal_leaving_nothing(name, "member keys left behind after healing")
+        .await;
+    taken_on_every_node(&red, lease, "RedLock not taken after healing").await;
 }
 
 /// T25: one node answers slower than the node timeout (the proxy delays each chunk by twice
@@ -191,26 +212,17 @@ async fn redlock_with_a_majority_blackholed_fails_fast_and_leaves_nothing() {
 /// the slow node's late acquire does not outlive the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_with_a_slow_node_treats_it_as_failed() {
-    let nodes = Nodes::start(3).await;
-    let clients = nodes.clients().await;
     let name = "fault:redlock-slow";
     let lease = Duration::from_secs(5);
-    let red = redlock(&clients, name);
+    let (nodes, red) = redlock_on_three(name).await;
     nodes.proxies[0].set(Mode::Delay(NODE_TIMEOUT * 2));
-    let g = red
-        .try_lock_with_lease(Duration::from_secs(5), lease)
-        .await
-        .unwrap()
-        .expect("a fast majority was there");
+    let g = taken(&red, lease, "a fast majority was there").await;
     assert_eq!(g.held_nodes(), vec![1, 2]);
     assert!(g.remaining_validity().unwrap() > Duration::ZERO);
     g.unlock().await.unwrap();
-    nodes.proxies[0].set(Mode::Pass);
-    assert!(
-        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
-        "member keys left behind: {:?}",
-        nodes.holding(name).await
-    );
+    nodes
+        .heal_leaving_nothing(name, "member keys left behind")
+        .await;
 }
 
 /// T9 (Redlock step 3): every reply comes back later than the lease itself, so by the time the
@@ -228,12 +240,13 @@ async fn redlock_whose_replies_arrive_after_the_lease_is_refused() {
     for p in &nodes.proxies {
         p.set(Mode::Delay(Duration::from_millis(500)));
     }
-    let r = tokio::time::timeout(
-        BOUND,
-        red.try_lock_with_lease(Duration::from_secs(2), lease),
+    let r = try_within_bound(
+        &red,
+        Duration::from_secs(2),
+        lease,
+        "RedLock hung on slow replies",
     )
-    .await
-    .expect("RedLock hung on slow replies");
+    .await;
     if let Ok(Some(g)) = r {
         panic!(
             "RedLock granted after its validity ran out: nodes {:?}, validity {:?}",
@@ -241,14 +254,9 @@ async fn redlock_whose_replies_arrive_after_the_lease_is_refused() {
             g.remaining_validity()
         );
     }
-    for p in &nodes.proxies {
-        p.set(Mode::Pass);
-    }
-    assert!(
-        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
-        "member keys left behind: {:?}",
-        nodes.holding(name).await
-    );
+    nodes
+        .heal_leaving_nothing(name, "member keys left behind")
+        .await;
 }
 
 /// T26 without a restart guard (the hazard, documented): A holds a RedLock on nodes 0 and 1
@@ -262,11 +270,12 @@ async fn redlock_node_restarted_empty_allows_a_second_majority() {
     let name = "fault:redlock-restart";
     let lease = Duration::from_secs(20);
     nodes.proxies[2].set(Mode::Blackhole);
-    let a = redlock(&a_clients, name)
-        .try_lock_with_lease(Duration::from_secs(5), lease)
-        .await
-        .unwrap()
-        .expect("A should get nodes 0 and 1");
+    let a = taken(
+        &redlock(&a_clients, name),
+        lease,
+        "A should get nodes 0 and 1",
+    )
+    .await;
     assert_eq!(a.held_nodes(), vec![0, 1]);
 
     nodes.servers[0].restart();
@@ -277,7 +286,7 @@ async fn redlock_node_restarted_empty_allows_a_second_majority() {
         .unwrap();
     let b = b.expect("with node 0 forgotten, B finds a second majority (the F4 hazard)");
     crate::multi_support::assert_double_grant(a, b).await;
-    nodes.proxies[2].set(Mode::Pass);
+    nodes.heal();
 }
 
 /// T21: a MultiLock (all members) whose second node is partitioned at release time. The release
@@ -315,9 +324,7 @@ async fn multilock_release_with_a_node_partitioned_reports_it_and_frees_the_rest
         other => panic!("expected a quorum error, got {other}"),
     }
     assert_eq!(nodes.holding(name).await, vec![1]);
-    nodes.proxies[1].set(Mode::Pass);
-    assert!(
-        eventually(BOUND, || async { nodes.holding(name).await.is_empty() }).await,
-        "node 1 kept the member"
-    );
+    nodes
+        .heal_leaving_nothing(name, "node 1 kept the member")
+        .await;
 }

@@ -28,11 +28,7 @@ async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
     let waiter = Client::with_config(config()).await.unwrap();
     let name = "fault:restart";
     let guard = holder.get_lock(name).lock().await.unwrap();
-    let waiting = {
-        let lock = waiter.get_lock(name);
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
-    };
-    assert!(subscribed(&waiter, 1).await);
+    let waiting = parked_minute_waiter(&waiter, waiter.get_lock(name)).await;
     let connections = waiter.stats().subscriber_connections;
 
     server.restart();
@@ -93,23 +89,24 @@ async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
     );
 }
 
+/// A server and a client of it with a watchdog lease of `lease`, whose calls give up after
+/// `timeout` and are tried twice (the stalled-server scenarios).
+async fn stalling(lease: Duration, timeout: Duration) -> (TestServer, Client) {
+    let server = TestServer::start();
+    let client = server
+        .client_with(|c| fail_fast(c, lease, timeout).with_retry_attempts(2))
+        .await;
+    (server, client)
+}
+
 /// T11: the server is stalled (SIGSTOP) longer than the watchdog lease while a client holds a
 /// lock. Calls fail with timeouts instead of hanging, the holder is told it lost the lock before
 /// anyone else can take it, and everything recovers after SIGCONT (the key expired meanwhile, as
 /// Redis expires by wall clock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_server_times_out_calls_and_recovers() {
-    let server = TestServer::start();
     let lease = Duration::from_secs(3);
-    let client = Client::with_config(
-        Config::new(server.url())
-            .with_watchdog_timeout(lease)
-            .with_response_timeout(Duration::from_millis(500))
-            .with_connection_timeout(Duration::from_millis(500))
-            .with_retry_attempts(2),
-    )
-    .await
-    .unwrap();
+    let (server, client) = stalling(lease, Duration::from_millis(500)).await;
     let name = "fault:server-stop";
     let guard = client.get_lock(name).lock().await.unwrap();
 
@@ -127,12 +124,12 @@ async fn stalled_server_times_out_calls_and_recovers() {
     server.resume();
 
     let other = server.client().await;
-    let g = other
-        .get_lock(name)
-        .try_lock_for(BOUND)
-        .await
-        .unwrap()
-        .expect("the stalled hold never expired");
+    let g = taken_within(
+        &other.get_lock(name),
+        BOUND,
+        "the stalled hold never expired",
+    )
+    .await;
     let err = guard.unlock().await.unwrap_err();
     assert!(err.is_lease_lost(), "{err}");
     g.unlock().await.unwrap();
@@ -157,10 +154,23 @@ async fn stalled_server_times_out_calls_and_recovers() {
     );
 }
 
-fn role_info(info: &str, field: &str) -> Option<String> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_owned())
+/// Takes `name` with `lease` through `client`, then asks (`WAIT 1 <timeout_ms>` on the lock's
+/// own connection `conn`) how many replicas confirmed the write: the guard and that count.
+async fn lock_and_wait_replica(
+    client: &Client,
+    conn: &mut redisson_lock::Connection,
+    name: &str,
+    lease: Duration,
+    timeout_ms: u64,
+) -> (redisson_lock::RLockGuard, i64) {
+    let g = client.get_lock(name).lock_with_lease(lease).await.unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(timeout_ms)
+        .query_async(conn)
+        .await
+        .unwrap();
+    (g, acked)
 }
 
 /// T30, the mechanism: a master with one replica (`--replicaof`). With the replica stalled
@@ -175,13 +185,8 @@ async fn stalled_replica_is_reported_by_wait_and_no_hold_is_left() {
     let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let mut raw = master.conn().await;
     let linked = eventually(BOUND, || async {
-        let mut r = replica.conn().await;
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut r)
-            .await
-            .unwrap();
-        role_info(&info, "master_link_status").as_deref() == Some("up")
+        let info = info(&mut replica.conn().await, "replication").await;
+        info_field(&info, "master_link_status").as_deref() == Some("up")
     })
     .await;
     assert!(linked, "replica never linked");
@@ -191,24 +196,12 @@ async fn stalled_replica_is_reported_by_wait_and_no_hold_is_left() {
     let lease = Duration::from_secs(30);
     // Running replica: the lock write is confirmed on the lock's own connection.
     let mut conn = client.connection();
-    let g = client.get_lock(name).lock_with_lease(lease).await.unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let (g, acked) = lock_and_wait_replica(&client, &mut conn, name, lease, 5000).await;
     assert_eq!(acked, 1);
     g.unlock().await.unwrap();
 
     replica.pause();
-    let g = client.get_lock(name).lock_with_lease(lease).await.unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(500)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let (g, acked) = lock_and_wait_replica(&client, &mut conn, name, lease, 500).await;
     assert_eq!(acked, 0, "WAIT counted a stopped replica");
     // Redisson's reaction to no synced replica: release and fail.
     g.unlock().await.unwrap();
@@ -251,25 +244,12 @@ async fn stalled_replica_is_reported_by_wait_and_no_hold_is_left() {
 /// lease, never renewed meanwhile), and a waiter of another client then gets the lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_during_a_server_stall_completes_after_it() {
-    let server = TestServer::start();
     let lease = Duration::from_secs(6);
-    let client = Client::with_config(
-        Config::new(server.url())
-            .with_watchdog_timeout(lease)
-            .with_response_timeout(Duration::from_millis(300))
-            .with_connection_timeout(Duration::from_millis(300))
-            .with_retry_attempts(2),
-    )
-    .await
-    .unwrap();
+    let (server, client) = stalling(lease, Duration::from_millis(300)).await;
     let other = server.client().await;
     let name = "fault:release-stall";
     let guard = client.get_lock(name).lock().await.unwrap();
-    let waiter = {
-        let lock = other.get_lock(name);
-        tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
-    };
-    assert!(subscribed(&other, 1).await);
+    let waiter = parked_minute_waiter(&other, other.get_lock(name)).await;
 
     server.pause();
     let started = std::time::Instant::now();
@@ -285,22 +265,13 @@ async fn release_during_a_server_stall_completes_after_it() {
         .await
         .expect("waiter ran out of time");
     g.unlock().await.unwrap();
-    assert!(
-        eventually(BOUND, || async { client.stats().tracked_holds == 0 }).await,
-        "{:?}",
-        client.stats()
-    );
+    assert_no_tracked_holds(&client, BOUND).await;
     assert!(!exists(&server, name).await);
 }
 
 async fn connections_received(server: &TestServer) -> u64 {
-    let mut c = server.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    role_info(&info, "total_connections_received")
+    let info = info(&mut server.conn().await, "stats").await;
+    info_field(&info, "total_connections_received")
         .and_then(|v| v.parse().ok())
         .unwrap()
 }
@@ -325,11 +296,7 @@ async fn subscriber_denied_by_acl_backs_off_instead_of_spinning() {
         .unwrap();
     let holder = server.client().await;
     let name = "fault:acl";
-    let held = holder
-        .get_lock(name)
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let held = held_for_a_minute(&holder.get_lock(name)).await;
     let client = Client::with_config(
         Config::new(format!(
             "redis://nochannels:secret@127.0.0.1:{}/",

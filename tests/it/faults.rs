@@ -33,10 +33,8 @@ fn restart(server: &mut TestServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_are_reloaded_after_script_flush() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fault:noscript";
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name);
     lock.lock().await.unwrap().unlock().await.unwrap();
 
@@ -66,39 +64,17 @@ async fn scripts_are_reloaded_after_script_flush() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiter_recovers_from_a_server_restart() {
-    let mut server = TestServer::start();
-    let client = server.client().await;
+    let (mut server, client) = with_client().await;
     let name = "fault:restart-waiter";
     let chan = format!("redisson_lock__channel:{{{name}}}");
     {
         // A Java holder with a long lease: only the restart can free the lock in time.
         let mut raw = server.conn().await;
-        let _: () = raw.hset(name, "java-uuid:1", 1).await.unwrap();
-        let _: () = raw.pexpire(name, 60_000).await.unwrap();
+        hold_as_java(&mut raw, name, "java-uuid:1").await;
     }
     let lock = client.get_lock(name);
-    let waiter = tokio::spawn(async move {
-        let g = lock.lock().await.unwrap();
-        let owner = g.owner();
-        g.detach();
-        owner
-    });
-    let port = server.port;
-    let subscribed = eventually(WAIT, || {
-        let chan = chan.clone();
-        async move {
-            let raw = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-            let mut raw = raw.get_multiplexed_async_connection().await.unwrap();
-            let (_, n): (String, i64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(chan)
-                .query_async(&mut raw)
-                .await
-                .unwrap();
-            n == 1
-        }
-    })
-    .await;
+    let waiter = spawn_keeping_waiter(lock);
+    let subscribed = subscribers_within(&server, &chan, 1, WAIT).await;
     assert!(subscribed, "waiter never subscribed");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished());
@@ -112,26 +88,13 @@ async fn waiter_recovers_from_a_server_restart() {
         .expect("waiter did not recover from the restart")
         .unwrap();
     assert!(restarted.elapsed() < Duration::from_secs(30));
-    let mut raw = server.conn().await;
-    let fields: std::collections::HashMap<String, i64> = raw.hgetall(name).await.unwrap();
-    assert_eq!(
-        fields,
-        std::collections::HashMap::from([(field(&client, owner), 1)])
-    );
     assert!(client.stats().subscriber_connections > connections_before);
-    client
-        .get_lock(name)
-        .with_owner(owner)
-        .unlock()
-        .await
-        .unwrap();
-    assert!(!exists(&mut raw, name).await);
+    release_sole_hold(&mut server.conn().await, &client, name, owner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_hold_is_reported_lost_when_the_server_restarts_empty() {
-    let mut server = TestServer::start();
-    let client = server.client().await;
+    let (mut server, client) = with_client().await;
     let name = "fault:restart-holder";
     let lock = client.get_lock(name);
     let guard = lock.lock().await.unwrap();
@@ -195,18 +158,11 @@ async fn lock_fails_with_a_connection_error_while_the_server_is_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_lease_is_rejected_before_anything_is_written() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock("fault:zero-lease");
+    assert_zero_lease_refused(&lock, Duration::from_secs(1)).await;
     let err = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
-    assert!(err.is_invalid_argument(), "{err:?}");
-    assert!(matches!(err, LockError::InvalidArgument(_)));
-    let err = lock
-        .try_lock_with_lease(Duration::from_secs(1), Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_argument(), "{err:?}");
+    assert!(matches!(err, LockError::InvalidArgument(_)), "{err:?}");
     assert_eq!(dbsize(&mut raw).await, 0);
     assert_eq!(client.stats().tracked_holds, 0);
     assert_eq!(client.stats().watched_holds, 0);
@@ -214,9 +170,7 @@ async fn zero_lease_is_rejected_before_anything_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_name_is_rejected() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock("");
     let wait = Duration::from_millis(100);
     let errors = [
@@ -243,10 +197,8 @@ async fn empty_name_is_rejected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_of_another_type_is_wrong_type_and_left_untouched() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fault:string";
+    let (_server, client, mut raw) = fixture().await;
     let _: () = raw.set(name, "not a lock").await.unwrap();
     let lock = client.get_lock(name);
     let wait = Duration::from_millis(200);
@@ -310,10 +262,8 @@ async fn unreachable_server_fails_fast_with_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_style_unlock_without_a_hold_is_not_owner() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fault:not-owner";
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name);
 
     // Nothing held at all.

@@ -26,11 +26,8 @@ async fn token(raw: &mut MultiplexedConnection, name: &str) -> Option<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_counter_is_bumped_on_every_acquisition_including_reentry() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fenced:layout";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (_server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
     let lock = client.get_fenced_lock(name);
 
     let g1 = lock.lock().await.unwrap();
@@ -81,8 +78,7 @@ async fn token_counter_is_bumped_on_every_acquisition_including_reentry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_strictly_increase_across_contending_holders() {
-    let server = TestServer::start();
-    let clients = [server.client().await, server.client().await];
+    let (_server, clients) = two_clients().await;
     let name = "fenced:order";
     const TASKS: usize = 2;
     const ROUNDS: usize = 5;
@@ -95,8 +91,7 @@ async fn tokens_strictly_increase_across_contending_holders() {
             let seen = seen.clone();
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
-                    let outer = lock.lock().await.unwrap();
-                    let inner = lock.lock().await.unwrap();
+                    let (outer, inner) = held_twice(&lock).await;
                     seen.lock().extend([outer.token(), inner.token()]);
                     tokio::task::yield_now().await;
                     inner.unlock().await.unwrap();
@@ -143,11 +138,8 @@ impl Storage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_holders_token_is_older_and_rejected() {
-    let server = TestServer::start();
-    let alice = server.client().await;
-    let bob = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fenced:stale";
+    let (server, alice, mut raw, bob) = fixture_with_other().await;
     let mut storage = Storage::default();
 
     // Alice holds with a short lease, then stalls past it.
@@ -183,11 +175,8 @@ async fn a_stale_holders_token_is_older_and_rejected() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_and_plain_locks_on_one_name_exclude_each_other() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
-    let mut raw = server.conn().await;
     let name = "fenced:mixed";
+    let (_server, client, mut raw, other) = fixture_with_other().await;
 
     let fenced = client.get_fenced_lock(name).lock().await.unwrap();
     assert!(other.get_lock(name).try_lock().await.unwrap().is_none());
@@ -223,17 +212,9 @@ async fn fenced_and_plain_locks_on_one_name_exclude_each_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_takes_no_token_and_cancelled_waits_hold_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_fenced_lock("fenced:bad");
-    let e = lock.lock_with_lease(Duration::ZERO).await.unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
-    let e = lock
-        .try_lock_with_lease(WAIT, Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
+    assert_zero_lease_refused(&lock, WAIT).await;
 
     let _: () = raw.set("fenced:bad", "not a lock").await.unwrap();
     assert!(lock.lock().await.unwrap_err().is_wrong_type());

@@ -28,13 +28,7 @@ async fn keyspace_events(
 ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
     use futures_util::StreamExt;
     let mut raw = server.conn().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("notify-keyspace-events")
-        .arg("KA")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    config_set(&mut raw, "notify-keyspace-events", "KA").await;
     let mut pubsub = server.raw().get_async_pubsub().await.unwrap();
     pubsub
         .psubscribe(format!("__keyspace@0__:{pattern}"))
@@ -66,40 +60,35 @@ async fn releases_never_write_an_unlock_latch() {
     let client = server.client().await;
     let mut raw = server.conn().await;
 
-    let tasks: Vec<_> = (0..16u64)
-        .map(|t| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let owner = LockOwner::new(t);
-                for i in 0..20 {
-                    let name = format!("latchfree:{}", i % 4);
-                    macro_rules! twice {
-                        ($lock:expr) => {{
-                            let lock = $lock.with_owner(owner);
-                            let outer = lock.lock().await.unwrap();
-                            let inner = lock.lock().await.unwrap();
-                            inner.unlock().await.unwrap();
-                            outer.unlock().await.unwrap();
-                        }};
-                    }
-                    twice!(client.get_lock(format!("{name}:lock")));
-                    twice!(client.get_fenced_lock(format!("{name}:fenced")));
-                    twice!(client.get_spin_lock(format!("{name}:spin")));
-                    twice!(client.get_fair_lock(format!("{name}:fair")));
-                    let rw = client.get_read_write_lock(format!("{name}:rw"));
-                    twice!(rw.read_lock());
-                    twice!(rw.write_lock());
-                    // Owner-style releases too (Redisson's `unlock()`).
-                    let lock = client.get_lock(format!("{name}:owner")).with_owner(owner);
-                    lock.lock().await.unwrap().detach();
-                    lock.unlock().await.unwrap();
+    concurrently(16, |t| {
+        let client = client.clone();
+        async move {
+            let owner = LockOwner::new(t as u64);
+            for i in 0..20 {
+                let name = format!("latchfree:{}", i % 4);
+                macro_rules! twice {
+                    ($lock:expr) => {{
+                        let lock = $lock.with_owner(owner);
+                        let (outer, inner) = held_twice(&lock).await;
+                        inner.unlock().await.unwrap();
+                        outer.unlock().await.unwrap();
+                    }};
                 }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+                twice!(client.get_lock(format!("{name}:lock")));
+                twice!(client.get_fenced_lock(format!("{name}:fenced")));
+                twice!(client.get_spin_lock(format!("{name}:spin")));
+                twice!(client.get_fair_lock(format!("{name}:fair")));
+                let rw = client.get_read_write_lock(format!("{name}:rw"));
+                twice!(rw.read_lock());
+                twice!(rw.write_lock());
+                // Owner-style releases too (Redisson's `unlock()`).
+                let lock = client.get_lock(format!("{name}:owner")).with_owner(owner);
+                lock.lock().await.unwrap().detach();
+                lock.unlock().await.unwrap();
+            }
+        }
+    })
+    .await;
     assert_eq!(keys_like(&mut raw, "redisson_unlock_latch*").await, 0);
     assert_eq!(
         keys_like(&mut raw, "latchfree:*").await,
@@ -145,22 +134,18 @@ async fn the_receipt_queue_stays_bounded_and_queued_receipts_are_deleted() {
             }
         })
     };
-    let tasks: Vec<_> = (0..64)
-        .map(|t| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                let s = client.get_semaphore(format!("receipts:{t}"));
-                assert!(s.try_set_permits(1).await.unwrap());
-                for _ in 0..50 {
-                    s.acquire(1).await.unwrap();
-                    s.release(1).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
+    concurrently(64, |t| {
+        let client = client.clone();
+        async move {
+            let s = client.get_semaphore(format!("receipts:{t}"));
+            assert!(s.try_set_permits(1).await.unwrap());
+            for _ in 0..50 {
+                s.acquire(1).await.unwrap();
+                s.release(1).await.unwrap();
+            }
+        }
+    })
+    .await;
     done.store(true, Ordering::Relaxed);
     sampler.await.unwrap();
 

@@ -15,33 +15,42 @@ use redis::AsyncCommands;
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// An outer hold of `lock` (a fixed `outer` lease, or the watchdog's with `None`) re-entered
+/// with the shorter fixed `inner` lease: the key's PTTL must stay above `floor` ms after the
+/// re-entry and after the inner release (`what` names the outer hold), and the outer guard must
+/// still hold. Returns the outer guard.
+async fn reentered_shorter(
+    raw: &mut redis::aio::MultiplexedConnection,
+    lock: &redisson_lock::RLock,
+    outer: Option<Duration>,
+    inner: Duration,
+    floor: i64,
+    what: &str,
+) -> redisson_lock::RLockGuard {
+    let g1 = match outer {
+        Some(lease) => lock.lock_with_lease(lease).await.unwrap(),
+        None => lock.lock().await.unwrap(),
+    };
+    let g2 = lock.lock_with_lease(inner).await.unwrap();
+    let t = pttl(raw, lock.name()).await;
+    assert!(t > floor, "re-entry shortened {what} to {t} ms");
+    g2.unlock().await.unwrap();
+    let t = pttl(raw, lock.name()).await;
+    assert!(t > floor, "inner release left {t} ms for {what}");
+    assert!(!g1.is_lost());
+    g1
+}
+
 /// Defect 1: `g1 = lock_with_lease(10s)`, `g2 = lock_with_lease(500ms)`: the inner lease used to
 /// become the key's expiry, so another client took the lock at ~500 ms while g1 believed it held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_reentry_never_shortens_an_outer_fixed_hold() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw, other) = fixture_with_other().await;
     let lock = client.get_lock("lease:shorter");
 
-    let g1 = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
-    let g2 = lock
-        .lock_with_lease(Duration::from_millis(500))
-        .await
-        .unwrap();
-    let t = pttl(&mut raw, "lease:shorter").await;
-    assert!(
-        t > 8_000,
-        "re-entry shortened the outer hold's key to {t} ms"
-    );
-    g2.unlock().await.unwrap();
-    let t = pttl(&mut raw, "lease:shorter").await;
-    assert!(
-        t > 8_000,
-        "inner release left {t} ms for the outer 10 s hold"
-    );
-    assert!(!g1.is_lost());
+    let outer = Some(Duration::from_secs(10));
+    let inner = Duration::from_millis(500);
+    let g1 = reentered_shorter(&mut raw, &lock, outer, inner, 8_000, "the outer 10 s hold").await;
     assert!(
         other
             .get_lock("lease:shorter")
@@ -59,25 +68,11 @@ async fn a_shorter_reentry_never_shortens_an_outer_fixed_hold() {
 /// key to 300 ms while the watchdog guard believed it held until the next tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_reentry_never_shortens_a_watchdog_hold() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock("lease:wd-outer");
 
-    let g1 = lock.lock().await.unwrap();
-    let g2 = lock
-        .lock_with_lease(Duration::from_millis(300))
-        .await
-        .unwrap();
-    let t = pttl(&mut raw, "lease:wd-outer").await;
-    assert!(
-        t > 25_000,
-        "fixed re-entry shortened a watchdog hold to {t} ms"
-    );
-    g2.unlock().await.unwrap();
-    let t = pttl(&mut raw, "lease:wd-outer").await;
-    assert!(t > 25_000, "inner release left {t} ms for a watchdog hold");
-    assert!(!g1.is_lost());
+    let inner = Duration::from_millis(300);
+    let g1 = reentered_shorter(&mut raw, &lock, None, inner, 25_000, "a watchdog hold").await;
     g1.unlock().await.unwrap();
 }
 
@@ -85,10 +80,7 @@ async fn a_fixed_reentry_never_shortens_a_watchdog_hold() {
 /// key to the watchdog's 30 s, past the fixed hold's lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releasing_a_watchdog_hold_leaves_the_fixed_lease_that_remains() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw, other) = fixture_with_other().await;
     let lock = client.get_lock("lease:wd-inner");
 
     let g1 = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
@@ -123,14 +115,11 @@ async fn releasing_a_watchdog_hold_leaves_the_fixed_lease_that_remains() {
 /// The watchdog's renewal never shortens the key below a fixed hold of the same owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watchdog_renewal_never_shortens_a_longer_fixed_hold() {
-    let server = TestServer::start();
-    let client = server
-        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(3)))
-        .await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) =
+        fixture_with(|c| c.with_watchdog_timeout(Duration::from_secs(3))).await;
     let lock = client.get_lock("lease:renew");
 
-    let g1 = lock.lock_with_lease(Duration::from_secs(60)).await.unwrap();
+    let g1 = held_for_a_minute(&lock).await;
     let g2 = lock.lock().await.unwrap();
     assert!(pttl(&mut raw, "lease:renew").await > 55_000);
     client.renew_now().await;
@@ -146,9 +135,7 @@ async fn a_watchdog_renewal_never_shortens_a_longer_fixed_hold() {
 /// to get the 30 s watchdog lease: `LOCK 60000` twice + unlock left 30000, `LOCK 5000` likewise).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
 
     for (name, lease_ms) in [("lease:detach60", 60_000u64), ("lease:detach5", 5_000)] {
         let lease = Duration::from_millis(lease_ms);
@@ -167,10 +154,7 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
 
     // Different leases: the hold that remains decides, not the one released.
     let lock = client.get_lock("lease:mixed");
-    lock.lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .detach();
+    held_for_a_minute(&lock).await.detach();
     lock.lock_with_lease(Duration::from_secs(5))
         .await
         .unwrap()
@@ -183,14 +167,8 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
     // The same for the write lock.
     let rw = client.get_read_write_lock("lease:rw");
     let w = rw.write_lock();
-    w.lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .detach();
-    w.lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .detach();
+    held_for_a_minute(&w).await.detach();
+    held_for_a_minute(&w).await.detach();
     w.unlock().await.unwrap();
     let t = pttl(&mut raw, "lease:rw").await;
     assert!(t > 55_000, "write lock: one 60 s hold remains, pttl is {t}");
@@ -202,12 +180,10 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
 /// nothing left to release and must not take the outer hold with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_whose_hold_was_released_owner_style_leaves_the_outer_hold() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (_server, client) = with_client().await;
     let lock = client.get_lock("lease:latest");
 
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (outer, inner) = held_twice(&lock).await;
     lock.unlock().await.unwrap(); // releases `inner`'s hold
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     assert!(inner.unlock().await.unwrap_err().is_lease_lost());
@@ -227,9 +203,7 @@ async fn a_guard_whose_hold_was_released_owner_style_leaves_the_outer_hold() {
 /// for a whole lease with nothing renewing it. Now the next acquire trims it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holds_of_a_late_unknown_acquire_are_trimmed_not_adopted() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock("lease:phantom");
     let owner = redisson_lock::LockOwner::new(7);
     let lock = lock.with_owner(owner);
@@ -255,8 +229,7 @@ async fn holds_of_a_late_unknown_acquire_are_trimmed_not_adopted() {
 /// while `is_lost()` still said false.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_lease_is_trusted_a_drift_allowance_less_than_its_length() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (_server, client) = with_client().await;
     let lease = Duration::from_secs(5);
     let drift = lease / 100 + Duration::from_millis(2);
     let before = std::time::Instant::now();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::multi_support::*;
-use crate::support::{eventually, subscribed, TestServer};
+use crate::support::{subscribed, with_client};
 use redisson_lock::{LockError, MultiLock, MultiLockGuard, QuorumOperation};
 
 fn multi(nodes: &Nodes, name: &str) -> MultiLock {
@@ -18,8 +18,7 @@ async fn futures_and_guards_are_send_and_static() {
     fn guard_is_send<T: Send + Sync + 'static>() {}
     guard_is_send::<MultiLockGuard>();
     guard_is_send::<MultiLock>();
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (_server, client) = with_client().await;
     let m: MultiLock = MultiLock::new([client.get_lock("send")]).unwrap();
     let m2 = m.clone();
     is_send(&async move { m2.lock().await });
@@ -83,9 +82,7 @@ async fn all_or_nothing_for_every_subset_of_busy_members() {
             ("wait", Duration::from_millis(150)),
         ] {
             let name = format!("aon:{mask}:{variant}");
-            for &i in &busy {
-                nodes.hold_foreign(i, &name, Duration::from_secs(60)).await;
-            }
+            nodes.hold_foreign_on(&busy, &name).await;
             let got = multi(&nodes, &name).try_lock_for(wait).await.unwrap();
             match got {
                 Some(guard) => {
@@ -96,13 +93,11 @@ async fn all_or_nothing_for_every_subset_of_busy_members() {
                 None => assert!(!busy.is_empty(), "mask {mask:03b}: free but not taken"),
             }
             assert_eq!(
-                nodes.nodes_with_ours(&nodes.all(), &name).await,
+                nodes.ours_anywhere(&name).await,
                 Vec::<usize>::new(),
                 "mask {mask:03b} ({variant}): a member was left held"
             );
-            for &i in &busy {
-                assert!(nodes.foreign_still_holds(i, &name).await);
-            }
+            assert!(nodes.foreign_kept(&busy, &name).await, "mask {mask:03b}");
         }
     }
 }
@@ -175,19 +170,14 @@ async fn fixed_lease_running_out_marks_the_guard_lost() {
 async fn losing_one_member_loses_the_multilock() {
     let nodes = nodes(3).await;
     let guard = multi(&nodes, "lose").lock().await.unwrap();
-    nodes.delete(1, "lose").await;
-    nodes.clients[1].renew_now().await;
-    assert!(guard.is_lost());
-    tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .unwrap();
-    let q = quorum(guard.unlock().await.unwrap_err());
+    nodes.lose_member(1, "lose").await;
+    let q = released_lost(guard).await;
     assert_eq!(q.operation, QuorumOperation::Unlock);
     assert_eq!((q.acquired, q.required), (2, 3));
     assert_eq!(q.errors.len(), 1);
     assert_eq!(q.errors[0].0, 1);
     assert!(q.errors[0].1.is_lease_lost());
-    assert!(nodes.nodes_with_ours(&nodes.all(), "lose").await.is_empty());
+    assert!(nodes.ours_anywhere("lose").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -216,10 +206,7 @@ async fn contenders_exclude_each_other_and_never_deadlock() {
     for t in tasks {
         t.await.unwrap();
     }
-    assert!(nodes
-        .nodes_with_ours(&nodes.all(), "contend")
-        .await
-        .is_empty());
+    assert!(nodes.ours_anywhere("contend").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -237,7 +224,7 @@ async fn ten_contenders_exactly_one_wins() {
     }
     assert!(rounds_won > 0, "no zero-wait round was ever won");
     for name in ["ten", "ten-now"] {
-        assert!(nodes.nodes_with_ours(&nodes.all(), name).await.is_empty());
+        assert!(nodes.ours_anywhere(name).await.is_empty());
     }
 }
 
@@ -256,10 +243,7 @@ async fn dropped_acquire_leaves_nothing_behind() {
             got.unwrap().unlock().await.unwrap();
         }
         assert!(
-            eventually(SETTLE, || async {
-                nodes.nodes_with_ours(&nodes.all(), &name).await.is_empty()
-            })
-            .await,
+            nodes.none_ours_within(&name, SETTLE).await,
             "step {step}: a member stayed held"
         );
     }

@@ -29,10 +29,8 @@ async fn held(raw: &mut MultiplexedConnection, name: &str) -> Vec<(String, u64)>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_have_ids_and_leases() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:api";
+    let (_server, client, mut raw) = fixture().await;
     let sem = client.get_permit_expirable_semaphore(name);
 
     assert_eq!(sem.available_permits().await.unwrap(), 0);
@@ -100,12 +98,8 @@ async fn permits_have_ids_and_leases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_ids_and_bad_leases_change_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:bad";
-    let sem = client.get_permit_expirable_semaphore(name);
-    sem.try_set_permits(2).await.unwrap();
+    let (server, _client, mut raw, sem) = pes_fixture(name, 2).await;
     let id = sem.acquire(None).await.unwrap();
     let mut messages = Listener::start(&server, &sem_channel(name)).await;
 
@@ -140,10 +134,8 @@ async fn unknown_ids_and_bad_leases_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_permits_return_to_the_pool() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:expiry";
+    let (server, client, mut raw) = fixture().await;
     let timeouts = pes_timeouts(name);
     let sem = client.get_permit_expirable_semaphore(name);
     sem.try_set_permits(1).await.unwrap();
@@ -206,10 +198,8 @@ async fn java_try_acquire(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_share_permits() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:java";
+    let (server, client, mut raw) = fixture().await;
     let timeouts = pes_timeouts(name);
     let channel = sem_channel(name);
     let sem = client.get_permit_expirable_semaphore(name);
@@ -276,39 +266,29 @@ async fn java_and_rust_share_permits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_is_woken_by_another_clients_release() {
-    let server = TestServer::start();
-    let waiter_client = server.client().await;
-    let other = server.client().await;
+    let (server, [waiter_client, other]) = two_clients().await;
     let name = "pes:wake";
     let holder = other.get_permit_expirable_semaphore(name);
     holder.try_set_permits(1).await.unwrap();
     let id = holder.acquire(None).await.unwrap();
 
     let sem = waiter_client.get_permit_expirable_semaphore(name);
-    let waiting = parked_on(&server, &sem_channel(name), 1, async move {
-        sem.acquire(None).await
-    })
-    .await;
-    holder.release(&id).await.unwrap();
-    let got = finished(waiting, WAIT, "waiter not woken by the release").await;
+    let release = async { holder.release(&id).await.unwrap() };
+    let waiting = async move { sem.acquire(None).await };
+    let got = woken_by_release(&server, &sem_channel(name), WAIT, waiting, release).await;
     let mut raw = server.conn().await;
     assert_eq!(
         held(&mut raw, name).await,
         vec![(got.to_string(), NON_EXPIRABLE.parse().unwrap())]
     );
-    assert!(channel_subscribers(&server, &sem_channel(name), 0).await);
 }
 
 /// The acquire script is held in flight (writes paused) and its caller dropped: the permit it
 /// takes must be released again, by its id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_taken_for_a_dropped_acquire_is_released() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:cancel";
-    let sem = client.get_permit_expirable_semaphore(name);
-    sem.try_set_permits(1).await.unwrap();
+    let (server, _client, mut raw, sem) = pes_fixture(name, 1).await;
     let mut messages = Listener::start(&server, &sem_channel(name)).await;
 
     pause_writes(&mut raw, 1_000).await;
@@ -344,12 +324,8 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_leaves_nothing_behind() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "pes:cancel-wait";
-    let sem = client.get_permit_expirable_semaphore(name);
-    sem.try_set_permits(1).await.unwrap();
+    let (server, client, mut raw, sem) = pes_fixture(name, 1).await;
     let holder = sem.acquire(None).await.unwrap();
     let s = sem.clone();
     let channel = sem_channel(name);
@@ -369,11 +345,8 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
-    let mut server = TestServer::start();
-    let client = server.client().await;
     let name = "pes:faults";
-    let sem = client.get_permit_expirable_semaphore(name);
-    sem.try_set_permits(1).await.unwrap();
+    let (mut server, client, _raw, sem) = pes_fixture(name, 1).await;
     let holder = sem.acquire(None).await.unwrap();
     let channel = sem_channel(name);
 
@@ -428,9 +401,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 /// message by message), keeps the permits held, and a positive amount wakes a waiter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture().await;
     let (ours, java) = ("pes:add-ours", "pes:add-java");
     let sem = client.get_permit_expirable_semaphore(ours);
     let mut our_messages = Listener::start(&server, &sem_channel(ours)).await;

@@ -101,12 +101,28 @@ fn reply_text(v: &redis::Value) -> String {
     }
 }
 
+/// Runs Java's `ACQUIRE` or `RENEW` (KEYS: name; ARGV: lease, Java's owner field) on `name`
+/// as the Java client; the reply as step text.
+async fn java_lock_script(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    lease: u64,
+) -> String {
+    let v: redis::Value = redis::Script::new(script)
+        .key(name)
+        .arg(lease)
+        .arg(J)
+        .invoke_async(raw)
+        .await
+        .unwrap();
+    reply_text(&v)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_take_turns_and_redis_holds_what_redisson_expects() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conformance:rlock";
+    let (server, client, mut raw) = fixture().await;
     let channel = redisson::channel(name);
     let mut listener = Listener::start(&server, &channel).await;
     let owner = LockOwner::new(42);
@@ -116,16 +132,7 @@ async fn java_and_rust_take_turns_and_redis_holds_what_redisson_expects() {
 
     for (i, step) in STEPS.iter().enumerate() {
         let reply = match step.act {
-            Act::JavaLock(lease) => {
-                let v: redis::Value = redis::Script::new(ACQUIRE)
-                    .key(name)
-                    .arg(lease)
-                    .arg(J)
-                    .invoke_async(&mut raw)
-                    .await
-                    .unwrap();
-                reply_text(&v)
-            }
+            Act::JavaLock(lease) => java_lock_script(&mut raw, ACQUIRE, name, lease).await,
             Act::JavaUnlock(lease, request) => {
                 let v: redis::Value = redis::Script::new(UNLOCK)
                     .key(name)
@@ -141,16 +148,7 @@ async fn java_and_rust_take_turns_and_redis_holds_what_redisson_expects() {
                     .unwrap();
                 reply_text(&v)
             }
-            Act::JavaRenew(lease) => {
-                let v: redis::Value = redis::Script::new(RENEW)
-                    .key(name)
-                    .arg(lease)
-                    .arg(J)
-                    .invoke_async(&mut raw)
-                    .await
-                    .unwrap();
-                reply_text(&v)
-            }
+            Act::JavaRenew(lease) => java_lock_script(&mut raw, RENEW, name, lease).await,
             Act::RustTryLock => match lock.try_lock().await.unwrap() {
                 Some(g) => {
                     guards.push(g);

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::multi_support::*;
-use crate::support::eventually;
 use redisson_lock::{QuorumOperation, RedLock};
 
 fn redlock(nodes: &Nodes, name: &str) -> RedLock {
@@ -21,9 +20,7 @@ async fn truth_table(n: usize, wait: Duration) {
         let busy = members(mask, n);
         let free: Vec<usize> = (0..n).filter(|i| !busy.contains(i)).collect();
         let name = format!("truth:{n}:{mask}");
-        for &i in &busy {
-            nodes.hold_foreign(i, &name, Duration::from_secs(60)).await;
-        }
+        nodes.hold_foreign_on(&busy, &name).await;
         let got = redlock(&nodes, &name).try_lock_for(wait).await.unwrap();
         match got {
             Some(guard) => {
@@ -32,18 +29,16 @@ async fn truth_table(n: usize, wait: Duration) {
                     "mask {mask:b}: taken without a quorum"
                 );
                 assert_eq!(guard.held_nodes(), free, "mask {mask:b}");
-                assert_eq!(nodes.nodes_with_ours(&nodes.all(), &name).await, free);
+                assert_eq!(nodes.ours_anywhere(&name).await, free);
                 guard.unlock().await.unwrap();
             }
             None => assert!(free.len() < quorum, "mask {mask:b}: quorum free, not taken"),
         }
         assert!(
-            nodes.nodes_with_ours(&nodes.all(), &name).await.is_empty(),
+            nodes.ours_anywhere(&name).await.is_empty(),
             "mask {mask:b}: a member was left held"
         );
-        for &i in &busy {
-            assert!(nodes.foreign_still_holds(i, &name).await, "mask {mask:b}");
-        }
+        assert!(nodes.foreign_kept(&busy, &name).await, "mask {mask:b}");
     }
 }
 
@@ -138,15 +133,7 @@ async fn a_stalled_node_counts_as_failed_and_does_not_stall_the_call() {
     assert_eq!(guard.held_nodes(), vec![0, 2]);
     guard.unlock().await.unwrap();
     // The stalled node ran our queued acquire when it resumed: trimmed back, or expired.
-    assert!(
-        eventually(SETTLE, || async {
-            nodes
-                .nodes_with_ours(&nodes.all(), "stalled")
-                .await
-                .is_empty()
-        })
-        .await
-    );
+    assert!(nodes.none_ours_within("stalled", SETTLE).await);
 
     // Same with an explicit node timeout and a watchdog lease.
     nodes.servers[2].pause();
@@ -161,15 +148,7 @@ async fn a_stalled_node_counts_as_failed_and_does_not_stall_the_call() {
     assert!(elapsed < response_timeout, "{elapsed:?}");
     assert_eq!(guard.held_nodes(), vec![0, 1]);
     guard.unlock().await.unwrap();
-    assert!(
-        eventually(SETTLE, || async {
-            nodes
-                .nodes_with_ours(&nodes.all(), "stalled2")
-                .await
-                .is_empty()
-        })
-        .await
-    );
+    assert!(nodes.none_ours_within("stalled2", SETTLE).await);
 }
 
 #[tokio::test]
@@ -197,15 +176,7 @@ async fn validity_follows_the_redlock_rule() {
         .await
         .unwrap();
     assert!(got.is_none());
-    assert!(
-        eventually(SETTLE, || async {
-            nodes
-                .nodes_with_ours(&nodes.all(), "too-short")
-                .await
-                .is_empty()
-        })
-        .await
-    );
+    assert!(nodes.none_ours_within("too-short", SETTLE).await);
 }
 
 #[tokio::test]
@@ -213,16 +184,10 @@ async fn lost_only_below_the_quorum() {
     let nodes = nodes(3).await;
     let guard = redlock(&nodes, "lost").lock().await.unwrap();
     assert_eq!(guard.held_nodes(), vec![0, 1, 2]);
-    nodes.delete(0, "lost").await;
-    nodes.clients[0].renew_now().await;
+    nodes.lose_member(0, "lost").await;
     assert!(!guard.is_lost(), "two of three still held");
-    nodes.delete(2, "lost").await;
-    nodes.clients[2].renew_now().await;
-    assert!(guard.is_lost());
-    tokio::time::timeout(Duration::from_secs(5), guard.lost())
-        .await
-        .unwrap();
-    let q = quorum(guard.unlock().await.unwrap_err());
+    nodes.lose_member(2, "lost").await;
+    let q = released_lost(guard).await;
     let failed: Vec<usize> = q.errors.iter().map(|(i, _)| *i).collect();
     assert_eq!(failed, vec![0, 2]);
     assert!(nodes.fields(1, "lost").await.is_empty());
@@ -240,7 +205,7 @@ async fn ten_contenders_exactly_one_wins() {
         } else {
             assert_eq!(winners, 1, "{name}");
         }
-        assert!(nodes.nodes_with_ours(&nodes.all(), name).await.is_empty());
+        assert!(nodes.ours_anywhere(name).await.is_empty());
     }
 }
 

@@ -2,15 +2,16 @@
 
 use std::time::Duration;
 
-use crate::support::{take_and_release, take_and_release_with_lease, TestServer};
+use crate::support::{
+    take_and_release, take_and_release_with_lease, with_client, TestServer, SPLIT_NAMES,
+};
 use redisson_lock::{Client, Config};
 
 /// `try_lock_for(Duration::MAX)` and huge leases used to panic on `Instant + Duration`
 /// overflow (found by the MultiLock work).
 #[tokio::test]
 async fn huge_waits_and_leases_do_not_panic() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let lock = client.get_lock("huge");
     let g = lock
         .try_lock_for(Duration::MAX)
@@ -47,8 +48,7 @@ async fn evalsha_calls(server: &TestServer) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_one_local_waiter_not_two() {
     use redisson_lock::LockOwner;
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let lease = Duration::from_secs(60);
     let lock = client.get_lock("one-wake");
     // Load the scripts first: a NOSCRIPT round counts as an EVALSHA call too.
@@ -98,9 +98,8 @@ async fn a_release_wakes_one_local_waiter_not_two() {
 /// empty braces work as they do in Java (only a cluster refuses them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brace_names_work_on_a_single_server() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
+    let (_server, client) = with_client().await;
+    for name in SPLIT_NAMES {
         let guard = client.get_lock(name).lock().await.unwrap();
         guard.unlock().await.unwrap();
         let rw = client.get_read_write_lock(name);

@@ -33,9 +33,7 @@ async fn wait_subscribed(server: &TestServer, channel: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_key_is_a_hash_with_one_owner_field() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock("conf:layout");
 
     let guard = lock.lock().await.unwrap();
@@ -64,11 +62,8 @@ async fn lock_key_is_a_hash_with_one_owner_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrant_hold_count_and_one_message_on_final_release() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:reentrant";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (_server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
     let lock = client.get_lock(name);
     let me = field(&client, lock.owner());
     let count = |raw: &mut MultiplexedConnection| {
@@ -104,9 +99,7 @@ async fn reentrant_hold_count_and_one_message_on_final_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pttl_is_the_lease_after_each_acquire_and_inner_release() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
 
     // Explicit lease: every acquire, and an inner release, sets PTTL back to the lease.
     let lease = Duration::from_secs(10);
@@ -162,10 +155,8 @@ async fn pttl_is_the_lease_after_each_acquire_and_inner_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_tag_names_use_the_redisson_channel() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "{user1}:lock";
+    let (server, client, mut raw) = fixture().await;
     let chan = "redisson_lock__channel:{user1}:lock";
     assert_eq!(channel(name), chan);
     let mut listener = Listener::start(&server, chan).await;
@@ -292,29 +283,23 @@ async fn unlock_writes_no_latch_and_its_trim_retry_releases_nothing_twice() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_holder_excludes_us_and_its_release_message_wakes_our_waiter() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:foreign";
-    let foreign = "1a2b3c4d-0000-4000-8000-00000000ffee:1";
+    let (server, client, mut raw) = fixture().await;
+    let foreign = JAVA_FIELD;
     // What Java's acquire script writes: one field, count 1, a long lease.
-    let _: () = raw.hset(name, foreign, 1).await.unwrap();
-    let _: () = raw.pexpire(name, 60_000).await.unwrap();
+    hold_as_java(&mut raw, name, foreign).await;
 
     let lock = client.get_lock(name);
-    assert!(lock.try_lock().await.unwrap().is_none());
+    let untouched = fields(&mut raw, name).await;
+    assert_excluded_by_foreign(&lock).await;
     assert!(lock
         .try_lock_for(Duration::from_millis(200))
         .await
         .unwrap()
         .is_none());
-    assert!(lock.is_locked().await.unwrap());
-    assert!(!lock.is_held_by_current().await.unwrap());
     assert_eq!(lock.hold_count().await.unwrap(), 0);
-    let untouched = fields(&mut raw, name).await;
     assert_eq!(untouched, HashMap::from([(foreign.to_owned(), 1)]));
     assert!(pttl(&mut raw, name).await > 50_000);
-    assert!(lock.unlock().await.unwrap_err().is_not_owner());
     assert_eq!(fields(&mut raw, name).await, untouched);
 
     let waiter_lock = lock.clone();
@@ -363,14 +348,10 @@ async fn foreign_holder_excludes_us_and_its_release_message_wakes_our_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_owner_unlock_is_rejected_and_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other_client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:notowner";
+    let (_server, client, mut raw, other_client) = fixture_with_other().await;
     let lock = client.get_lock(name);
-    let g1 = lock.lock().await.unwrap();
-    let g2 = lock.lock().await.unwrap();
+    let (g1, g2) = held_twice(&lock).await;
     let _: () = raw.pexpire(name, 100_000).await.unwrap();
     let before = fields(&mut raw, name).await;
     assert_eq!(before.values().copied().collect::<Vec<_>>(), vec![2]);
@@ -424,10 +405,8 @@ async fn non_owner_unlock_is_rejected_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_lease_hands_over_to_a_waiter() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:expire";
+    let (_server, client, mut raw) = fixture().await;
     let lock = client.get_lock(name);
     let lease = Duration::from_millis(500);
     let taken = Instant::now();
@@ -473,10 +452,8 @@ async fn expired_lease_hands_over_to_a_waiter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_the_lock_alive_and_stops_after_unlock() {
-    let server = TestServer::start();
     let lease = Duration::from_millis(1_500);
-    let client = server.client_with(|c| c.with_watchdog_timeout(lease)).await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture_with(|c| c.with_watchdog_timeout(lease)).await;
     let name = "conf:watchdog";
     let lock = client.get_lock(name);
     assert_eq!(client.stats().watched_holds, 0);
@@ -550,11 +527,8 @@ async fn every_client_renews_its_watchdog_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_key_under_a_watchdog_hold_reports_it_lost() {
-    let server = TestServer::start();
-    let client = server
-        .client_with(|c| c.with_watchdog_timeout(Duration::from_secs(1)))
-        .await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) =
+        fixture_with(|c| c.with_watchdog_timeout(Duration::from_secs(1))).await;
     let name = "conf:lost";
     let lock = client.get_lock(name);
     let guard = lock.lock().await.unwrap();
@@ -577,12 +551,9 @@ async fn deleting_the_key_under_a_watchdog_hold_reports_it_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_deletes_publishes_and_loses_the_guard() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:force";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
+    let other = server.client().await;
     let guard = client.get_lock(name).lock().await.unwrap();
     assert!(other.get_lock(name).force_unlock().await.unwrap());
     assert!(!exists(&mut raw, name).await);
@@ -597,10 +568,8 @@ async fn force_unlock_deletes_publishes_and_loses_the_guard() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explicit_owner_is_shared_across_tasks() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:shared-owner";
+    let (_server, client, mut raw) = fixture().await;
     let owner = LockOwner::new(7);
     let lock = client.get_lock(name).with_owner(owner);
     assert_eq!(lock.owner(), owner);
@@ -637,13 +606,9 @@ async fn explicit_owner_is_shared_across_tasks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guard_from_a_lost_epoch_cannot_release_a_later_hold() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "conf:epoch";
-    let owner = LockOwner::new(5);
-    let lock = client.get_lock(name).with_owner(owner);
-    let me = field(&client, owner);
+    let (_server, client, mut raw) = fixture().await;
+    let (lock, me) = owned_lock(&client, name, 5);
 
     // Two holds (watchdog and fixed lease), then the key vanishes behind our back.
     let old_a = lock.lock().await.unwrap();
@@ -725,8 +690,7 @@ async fn mutual_exclusion_across_clients_and_tasks() {
 /// A waiter parked on a watchdog-leased lock (30 s) is woken by the holder's release, whether
 /// the holder is in the same client (local hand-off) or in another one (pub/sub).
 async fn waiter_wakes_on_release(same_client: bool) {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let holder_client = if same_client {
         client.clone()
     } else {
@@ -736,13 +700,7 @@ async fn waiter_wakes_on_release(same_client: bool) {
     let name = "conf:handoff";
     let held = holder_client.get_lock(name).lock().await.unwrap();
 
-    let l = client.get_lock(name);
-    let waiter = tokio::spawn(async move {
-        let g = l.lock().await.unwrap();
-        let owner = g.owner();
-        g.detach();
-        owner
-    });
+    let waiter = spawn_keeping_waiter(client.get_lock(name));
     wait_subscribed(&server, &channel(name)).await;
     tokio::time::sleep(QUIET).await;
     assert!(!waiter.is_finished());
@@ -754,30 +712,17 @@ async fn waiter_wakes_on_release(same_client: bool) {
         .await
         .expect("waiter not woken by the release")
         .unwrap();
-    assert_eq!(
-        fields(&mut raw, name).await,
-        HashMap::from([(field(&client, owner), 1)])
-    );
+    let holds = fields(&mut raw, name).await;
     assert!(
         subscribed(&client, 0).await,
         "waiter's subscription not released"
     );
-    let mut raw2 = raw.clone();
     assert!(
-        eventually(WAIT, || {
-            let mut raw = raw2.clone();
-            async move { numsub(&mut raw, &channel(name)).await == 0 }
-        })
-        .await,
+        subscribers_within(&server, &channel(name), 0, WAIT).await,
         "UNSUBSCRIBE not sent"
     );
-    client
-        .get_lock(name)
-        .with_owner(owner)
-        .unlock()
-        .await
-        .unwrap();
-    assert!(!exists(&mut raw2, name).await);
+    assert_eq!(holds, HashMap::from([(field(&client, owner), 1)]));
+    release_sole_hold(&mut raw, &client, name, owner).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -792,9 +737,7 @@ async fn waiter_wakes_when_another_client_releases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_lock_for_gives_up_after_its_wait() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
+    let (_server, [client, other]) = two_clients().await;
     let name = "conf:trylock";
     let held = other.get_lock(name).lock().await.unwrap();
     let lock = client.get_lock(name);

@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::redisson::tagged;
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use redisson_lock::{Client, LockGuard, LockOwner, Read};
+use redisson_lock::{Client, LockGuard, LockOwner, Read, ReadWriteLock};
 use tokio::sync::{mpsc, Barrier};
 
 /// Generous bound for anything event-driven (a wake-up, a release).
@@ -20,20 +21,12 @@ const QUIET: Duration = Duration::from_millis(300);
 
 /// Redisson's `prefixName("redisson_rwlock", name)`.
 fn channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_rwlock:{name}")
-    } else {
-        format!("redisson_rwlock:{{{name}}}")
-    }
+    format!("redisson_rwlock:{}", tagged(name))
 }
 
 /// `{<name>}:<uuid>:<id>:rwlock_timeout:<n>` (no braces added when the name has a `{`).
 fn timeout_key(name: &str, field: &str, n: u32) -> String {
-    if name.contains('{') {
-        format!("{name}:{field}:rwlock_timeout:{n}")
-    } else {
-        format!("{{{name}}}:{field}:rwlock_timeout:{n}")
-    }
+    format!("{}:{field}:rwlock_timeout:{n}", tagged(name))
 }
 
 async fn hash(raw: &mut MultiplexedConnection, key: &str) -> HashMap<String, String> {
@@ -47,6 +40,68 @@ fn map(entries: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
+/// Reader tasks from [`spawn_readers`], each holding its read lock until [`Readers::release`].
+struct Readers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    got_in: mpsc::UnboundedReceiver<()>,
+    release: Arc<Barrier>,
+}
+
+/// Spawns `per_client` tasks on each of `clients` that take the read lock of `name`, say so,
+/// and hold it until released.
+fn spawn_readers(clients: &[Client], name: &str, per_client: usize) -> Readers {
+    let (tx, got_in) = mpsc::unbounded_channel();
+    let release = Arc::new(Barrier::new(clients.len() * per_client + 1));
+    let mut tasks = Vec::new();
+    for client in clients {
+        for _ in 0..per_client {
+            let read = client.get_read_write_lock(name).read_lock();
+            let (tx, release) = (tx.clone(), release.clone());
+            tasks.push(tokio::spawn(async move {
+                let g = read.lock().await.unwrap();
+                tx.send(()).unwrap();
+                release.wait().await;
+                g.unlock().await.unwrap();
+            }));
+        }
+    }
+    Readers {
+        tasks,
+        got_in,
+        release,
+    }
+}
+
+impl Readers {
+    /// Waits until every reader holds its read lock at once (each within [`WAIT`]).
+    async fn all_in(&mut self) {
+        let n = self.tasks.len();
+        for i in 0..n {
+            tokio::time::timeout(WAIT, self.got_in.recv())
+                .await
+                .unwrap_or_else(|_| panic!("only {i} of {n} readers got in"))
+                .unwrap();
+        }
+    }
+
+    /// Lets every reader release and waits for them all.
+    async fn release(self) {
+        self.release.wait().await;
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+    }
+}
+
+/// `owner`'s read hold of `rw` with the fixed `lease`.
+async fn read_for(rw: &ReadWriteLock, owner: LockOwner, lease: Duration) -> LockGuard<Read> {
+    rw.read_lock()
+        .with_owner(owner)
+        .lock_with_lease(lease)
+        .await
+        .unwrap()
+}
+
 async fn timeout_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
     let mut k: Vec<String> = raw.keys("*rwlock_timeout*").await.unwrap();
     k.sort();
@@ -55,11 +110,8 @@ async fn timeout_keys(raw: &mut MultiplexedConnection) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_timeout_keys_and_messages_as_java_sees_them() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "rw:layout";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
     let rw = client.get_read_write_lock(name);
     let (a, b) = (LockOwner::new(1), LockOwner::new(2));
     let (fa, fb) = (field(&client, a), field(&client, b));
@@ -90,12 +142,7 @@ async fn layout_timeout_keys_and_messages_as_java_sees_them() {
     assert!(pttl(&mut raw, name).await > 25_000);
 
     // Another reader: its own field and key.
-    let rb = rw
-        .read_lock()
-        .with_owner(b)
-        .lock_with_lease(Duration::from_secs(25))
-        .await
-        .unwrap();
+    let rb = read_for(&rw, b, Duration::from_secs(25)).await;
     assert_eq!(
         hash(&mut raw, name).await,
         map(&[("mode", "read"), (&fa, "2"), (&fb, "1")])
@@ -159,11 +206,9 @@ async fn layout_timeout_keys_and_messages_as_java_sees_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hash_tagged_names_keep_the_slot() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "{user1}:rw";
-    let mut listener = Listener::start(&server, "redisson_rwlock:{user1}:rw").await;
+    let (_server, client, mut raw, mut listener) =
+        fixture_listening("redisson_rwlock:{user1}:rw").await;
     let read = client.get_read_write_lock(name).read_lock();
     let g = read.lock().await.unwrap();
     let f = field(&client, g.owner());
@@ -177,28 +222,11 @@ async fn hash_tagged_names_keep_the_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_readers_hold_at_once() {
-    let server = TestServer::start();
-    let clients = [server.client().await, server.client().await];
+    let (server, clients) = two_clients().await;
     let name = "rw:many";
     const PER_CLIENT: usize = 4;
-    let all = Arc::new(Barrier::new(2 * PER_CLIENT + 1));
-    let done = Arc::new(Barrier::new(2 * PER_CLIENT + 1));
-    let mut tasks = Vec::new();
-    for client in &clients {
-        for _ in 0..PER_CLIENT {
-            let read = client.get_read_write_lock(name).read_lock();
-            let (all, done) = (all.clone(), done.clone());
-            tasks.push(tokio::spawn(async move {
-                let g = read.lock().await.unwrap();
-                all.wait().await;
-                done.wait().await;
-                g.unlock().await.unwrap();
-            }));
-        }
-    }
-    tokio::time::timeout(WAIT, all.wait())
-        .await
-        .expect("readers did not all get in");
+    let mut readers = spawn_readers(&clients, name, PER_CLIENT);
+    readers.all_in().await;
     let mut raw = server.conn().await;
     let h = hash(&mut raw, name).await;
     assert_eq!(h.len(), 2 * PER_CLIENT + 1, "{h:?}");
@@ -206,19 +234,14 @@ async fn many_readers_hold_at_once() {
     assert_eq!(timeout_keys(&mut raw).await.len(), 2 * PER_CLIENT);
     let write = clients[0].get_read_write_lock(name).write_lock();
     assert!(write.try_lock().await.unwrap().is_none());
-    done.wait().await;
-    for t in tasks {
-        t.await.unwrap();
-    }
+    readers.release().await;
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
     free_now(&write).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writer_excludes_readers_and_writers() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let other = server.client().await;
+    let (_server, [client, other]) = two_clients().await;
     let name = "rw:exclusive";
     let rw = client.get_read_write_lock(name);
     let rw2 = other.get_read_write_lock(name);
@@ -267,11 +290,8 @@ async fn writer_excludes_readers_and_writers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writer_may_also_read_and_its_release_switches_the_mode_to_read() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "rw:downgrade";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (_server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
     let rw = client.get_read_write_lock(name);
     let (a, b) = (LockOwner::new(1), LockOwner::new(2));
     let fa = field(&client, a);
@@ -329,8 +349,7 @@ async fn writer_may_also_read_and_its_release_switches_the_mode_to_read() {
 /// write release publishes. The write lease is 60 s, so nothing else can wake them this soon.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_release_wakes_every_waiting_reader() {
-    let server = TestServer::start();
-    let writer_client = server.client().await;
+    let (server, writer_client) = with_client().await;
     let clients = [
         writer_client.clone(),
         server.client().await,
@@ -338,29 +357,9 @@ async fn write_release_wakes_every_waiting_reader() {
     ];
     let mut raw = server.conn().await;
     let name = "rw:wakeall";
-    let w = writer_client
-        .get_read_write_lock(name)
-        .write_lock()
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let w = held_for_a_minute(&writer_client.get_read_write_lock(name).write_lock()).await;
     const PER_CLIENT: usize = 2;
-    let readers = clients.len() * PER_CLIENT;
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let release = Arc::new(Barrier::new(readers + 1));
-    let mut tasks = Vec::new();
-    for client in &clients {
-        for _ in 0..PER_CLIENT {
-            let read = client.get_read_write_lock(name).read_lock();
-            let (tx, release) = (tx.clone(), release.clone());
-            tasks.push(tokio::spawn(async move {
-                let g = read.lock().await.unwrap();
-                tx.send(()).unwrap();
-                release.wait().await;
-                g.unlock().await.unwrap();
-            }));
-        }
-    }
+    let mut readers = spawn_readers(&clients, name, PER_CLIENT);
     let subscribed = eventually(WAIT, || async {
         let mut raw = server.conn().await;
         numsub(&mut raw, &channel(name)).await == clients.len() as i64
@@ -368,47 +367,30 @@ async fn write_release_wakes_every_waiting_reader() {
     .await;
     assert!(subscribed, "every client subscribes once");
     tokio::time::sleep(QUIET).await;
-    assert!(rx.try_recv().is_err(), "a reader got in under the writer");
+    assert!(
+        readers.got_in.try_recv().is_err(),
+        "a reader got in under the writer"
+    );
 
     w.unlock().await.unwrap();
-    for i in 0..readers {
-        tokio::time::timeout(WAIT, rx.recv())
-            .await
-            .unwrap_or_else(|_| panic!("only {i} of {readers} readers woken"))
-            .unwrap();
-    }
+    readers.all_in().await;
     let h = hash(&mut raw, name).await;
     assert_eq!(h.get("mode").map(String::as_str), Some("read"));
-    assert_eq!(h.len(), readers + 1, "{h:?}");
-    release.wait().await;
-    for t in tasks {
-        t.await.unwrap();
-    }
+    assert_eq!(h.len(), readers.tasks.len() + 1, "{h:?}");
+    readers.release().await;
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_readers_lease_expiry_does_not_free_the_others() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "rw:lease";
+    let (server, client, mut raw) = fixture().await;
     let rw = client.get_read_write_lock(name);
     let (a, b, c) = (LockOwner::new(1), LockOwner::new(2), LockOwner::new(3));
     let fa = field(&client, a);
 
-    let ra = rw
-        .read_lock()
-        .with_owner(a)
-        .lock_with_lease(Duration::from_millis(800))
-        .await
-        .unwrap();
-    let rb = rw
-        .read_lock()
-        .with_owner(b)
-        .lock_with_lease(Duration::from_secs(20))
-        .await
-        .unwrap();
+    let ra = read_for(&rw, a, Duration::from_millis(800)).await;
+    let rb = read_for(&rw, b, Duration::from_secs(20)).await;
     let ka = timeout_key(name, &fa, 1);
     assert!(
         eventually(WAIT, || async {
@@ -432,12 +414,7 @@ async fn one_readers_lease_expiry_does_not_free_the_others() {
 
     // A longer reader comes and goes: the hash TTL shrinks back to b's remaining lease, and
     // a's expired hold does not count.
-    let rc = rw
-        .read_lock()
-        .with_owner(c)
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let rc = held_for_a_minute(&rw.read_lock().with_owner(c)).await;
     assert!(pttl(&mut raw, name).await > 50_000);
     rc.unlock().await.unwrap();
     let t = pttl(&mut raw, name).await;
@@ -452,10 +429,8 @@ async fn one_readers_lease_expiry_does_not_free_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_renews_read_holds_and_their_timeout_keys() {
-    let server = TestServer::start();
     let lease = Duration::from_millis(1500);
-    let client = server.client_with(|c| c.with_watchdog_timeout(lease)).await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture_with(|c| c.with_watchdog_timeout(lease)).await;
     let name = "rw:watchdog";
     let read = client.get_read_write_lock(name).read_lock();
     let g1 = read.lock().await.unwrap();
@@ -484,22 +459,10 @@ async fn watchdog_renews_read_holds_and_their_timeout_keys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_and_cancelled_waits_leave_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture().await;
     let rw = client.get_read_write_lock("rw:bad");
-    let e = rw
-        .read_lock()
-        .lock_with_lease(Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
-    let e = rw
-        .write_lock()
-        .try_lock_with_lease(WAIT, Duration::ZERO)
-        .await
-        .unwrap_err();
-    assert!(e.is_invalid_argument(), "{e}");
+    assert_zero_lease_refused(&rw.read_lock(), WAIT).await;
+    assert_zero_lease_refused(&rw.write_lock(), WAIT).await;
 
     let _: () = raw.set("rw:bad", "not a lock").await.unwrap();
     assert!(rw.read_lock().lock().await.unwrap_err().is_wrong_type());
@@ -555,10 +518,8 @@ async fn bad_input_and_cancelled_waits_leave_nothing() {
 /// undone completely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reader_leaving_while_others_read_holds_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "rw:leave";
+    let (server, client, mut raw) = fixture().await;
     let rw = client.get_read_write_lock(name);
     let (a, b) = (LockOwner::new(1), LockOwner::new(2));
     let rb = rw.read_lock().with_owner(b).lock().await.unwrap();
@@ -593,12 +554,13 @@ async fn reader_leaving_while_others_read_holds_nothing() {
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
 }
 
-/// A client with a short (900 ms) watchdog lease, and a read hold of `name` with a 20 s lease
-/// taken by another client.
-async fn beside_a_long_reader(server: &TestServer, name: &str) -> (Client, LockGuard<Read>) {
-    let short = server
-        .client_with(|c| c.with_watchdog_timeout(Duration::from_millis(900)))
-        .await;
+/// A server, a raw connection, a client with a short (900 ms) watchdog lease, and a read hold of
+/// `name` with a 20 s lease taken by another client: `(server, raw, short, hold)`.
+async fn beside_a_long_reader(
+    name: &str,
+) -> (TestServer, MultiplexedConnection, Client, LockGuard<Read>) {
+    let short_lease = Duration::from_millis(900);
+    let (server, short, raw) = fixture_with(|c| c.with_watchdog_timeout(short_lease)).await;
     let other = server.client().await;
     let rb = other
         .get_read_write_lock(name)
@@ -606,17 +568,15 @@ async fn beside_a_long_reader(server: &TestServer, name: &str) -> (Client, LockG
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    (short, rb)
+    (server, raw, short, rb)
 }
 
 /// One reader's watchdog renewal must not cut another reader's longer lease short: if the
 /// renewing client then dies, the lock must stay read-locked until the other lease ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_readers_renewal_never_shortens_another_readers_lease() {
-    let server = TestServer::start();
-    let mut raw = server.conn().await;
     let name = "rw:renew-max";
-    let (short, rb) = beside_a_long_reader(&server, name).await;
+    let (server, mut raw, short, rb) = beside_a_long_reader(name).await;
     let ra = short
         .get_read_write_lock(name)
         .read_lock()
@@ -650,10 +610,8 @@ async fn a_readers_renewal_never_shortens_another_readers_lease() {
 /// long as the longest remaining read lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undoing_a_cancelled_read_reentry_keeps_other_leases() {
-    let server = TestServer::start();
-    let mut raw = server.conn().await;
     let name = "rw:trim-max";
-    let (short, rb) = beside_a_long_reader(&server, name).await;
+    let (server, mut raw, short, rb) = beside_a_long_reader(name).await;
     let read_a = short.get_read_write_lock(name).read_lock();
     let ra = read_a.lock().await.unwrap();
     let fa = field(&short, ra.owner());

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::redisson::{self, eval, java_on, reset_stats};
+use crate::support::redisson::{self, eval, java_sem, reset_stats};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -28,10 +28,8 @@ async fn assert_receipts_gone(server: &TestServer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_are_set_taken_released_drained_and_added() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "sem:api";
+    let (server, client, mut raw) = fixture().await;
     let sem = client.get_semaphore(name);
 
     assert_eq!(sem.available_permits().await.unwrap(), 0);
@@ -69,12 +67,8 @@ async fn permits_are_set_taken_released_drained_and_added() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "sem:bad";
-    let sem = client.get_semaphore(name);
-    sem.try_set_permits(2).await.unwrap();
+    let (server, client, mut raw, sem) = semaphore_fixture(name, 2).await;
     let mut messages = Listener::start(&server, &redisson::sem_channel(name)).await;
     let too_many = i32::MAX as u32 + 1;
 
@@ -109,35 +103,26 @@ async fn bad_input_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_is_woken_by_another_clients_release() {
-    let server = TestServer::start();
-    let waiter_client = server.client().await;
-    let releaser = server.client().await;
+    let (server, [waiter_client, releaser]) = two_clients().await;
     let name = "sem:wake";
     let sem = waiter_client.get_semaphore(name);
     sem.try_set_permits(0).await.unwrap();
 
-    let waiting = tokio::spawn(async move { sem.acquire(2).await });
+    // One permit is not enough: the waiter tries again and keeps waiting for the second.
+    let releases = async {
+        releaser.get_semaphore(name).release(1).await.unwrap();
+        releaser.get_semaphore(name).release(1).await.unwrap();
+    };
     let channel = redisson::sem_channel(name);
-    assert!(
-        channel_subscribers(&server, &channel, 1).await,
-        "waiter never subscribed"
-    );
-    // One permit is not enough: the waiter tries again and keeps waiting.
-    releaser.get_semaphore(name).release(1).await.unwrap();
-    releaser.get_semaphore(name).release(1).await.unwrap();
-    finished(waiting, WAIT, "waiter not woken by the release").await;
+    let waiting = async move { sem.acquire(2).await };
+    woken_by_release(&server, &channel, WAIT, waiting, releases).await;
     let mut raw = server.conn().await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
-    assert!(
-        channel_subscribers(&server, &channel, 0).await,
-        "still subscribed"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
-    let server = TestServer::start();
-    let client = server.client().await;
+    let (server, client) = with_client().await;
     let name = "sem:wake-many";
     let sem = client.get_semaphore(name);
     sem.try_set_permits(0).await.unwrap();
@@ -155,24 +140,15 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let channel = redisson::sem_channel(name);
     assert!(channel_subscribers(&server, &channel, 1).await);
     // A Java client's release of 3 (its own script): one message `3` wakes all three.
-    java_on(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        name,
-        redisson::sem_channel,
-        &["3", "PUBLISH"],
-    )
-    .await;
+    java_sem(&mut raw, redisson::SEM_RELEASE, name, &["3"]).await;
     all_woken(waiters, WAIT, "a waiter was not woken by the Java release").await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_read_and_write_the_same_layout() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "sem:java";
+    let (server, client, mut raw) = fixture().await;
     let channel = redisson::sem_channel(name);
     let sem = client.get_semaphore(name);
     let mut messages = Listener::start(&server, &channel).await;
@@ -189,14 +165,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let took = eval(&mut raw, redisson::SEM_TRY_ACQUIRE, &[name], &["3"]).await;
     assert_eq!(took, redis::Value::Int(0));
     // Java releases: its message is the new count, and we read its data.
-    java_on(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        name,
-        redisson::sem_channel,
-        &["1", "PUBLISH"],
-    )
-    .await;
+    java_sem(&mut raw, redisson::SEM_RELEASE, name, &["1"]).await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(sem.available_permits().await.unwrap(), 3);
     // Our release publishes what Java's does: the new count.
@@ -206,14 +175,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
     sem.add_permits(-1).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("4"));
-    java_on(
-        &mut raw,
-        redisson::SEM_ADD,
-        name,
-        redisson::sem_channel,
-        &["-1", "PUBLISH"],
-    )
-    .await;
+    java_sem(&mut raw, redisson::SEM_ADD, name, &["-1"]).await;
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // Drain: both set 0 and return the old count; no message.
@@ -223,14 +185,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     let old = eval(&mut raw, redisson::SEM_DRAIN, &[name], &[]).await;
     assert_eq!(old, redis::Value::BulkString(b"2".to_vec()));
     // Java's trySetPermits on an existing semaphore: refused, as ours.
-    let set = java_on(
-        &mut raw,
-        redisson::SEM_TRY_SET,
-        name,
-        redisson::sem_channel,
-        &["9", "PUBLISH"],
-    )
-    .await;
+    let set = java_sem(&mut raw, redisson::SEM_TRY_SET, name, &["9"]).await;
     assert_eq!(set, redis::Value::Int(0));
     assert!(!sem.try_set_permits(9).await.unwrap());
     assert!(messages.drain().is_empty(), "no other message");
@@ -242,12 +197,8 @@ async fn java_and_rust_read_and_write_the_same_layout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_wait_leaves_nothing_behind() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "sem:cancel-wait";
-    let sem = client.get_semaphore(name);
-    sem.try_set_permits(0).await.unwrap();
+    let (server, client, mut raw, sem) = semaphore_fixture(name, 0).await;
     let s = sem.clone();
     let channel = redisson::sem_channel(name);
     cancelled_wait_unsubscribes(
@@ -266,12 +217,8 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
 /// runs, the permit it takes must come back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permits_taken_for_a_dropped_acquire_are_given_back() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "sem:cancel-flight";
-    let sem = client.get_semaphore(name);
-    sem.try_set_permits(2).await.unwrap();
+    let (server, _client, mut raw, sem) = semaphore_fixture(name, 2).await;
     let mut messages = Listener::start(&server, &redisson::sem_channel(name)).await;
 
     pause_writes(&mut raw, 1_000).await;
@@ -292,11 +239,8 @@ async fn permits_taken_for_a_dropped_acquire_are_given_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
-    let mut server = TestServer::start();
-    let client = server.client().await;
     let name = "sem:faults";
-    let sem = client.get_semaphore(name);
-    sem.try_set_permits(0).await.unwrap();
+    let (mut server, client, _raw, sem) = semaphore_fixture(name, 0).await;
     let channel = redisson::sem_channel(name);
 
     // Subscriber connection killed: the waiter is resubscribed and woken by a later release.
@@ -349,22 +293,13 @@ async fn synchronizers_on_a_cluster() {
         .await
         .unwrap();
 
-    for name in ["a{b", "a}b", "{}x", "}{", "x{}y{z}"] {
-        let e = a.get_semaphore(name).try_set_permits(1).await.unwrap_err();
-        assert!(e.is_invalid_argument(), "{name}: {e:?}");
-        let e = a.get_semaphore(name).release(1).await.unwrap_err();
-        assert!(e.is_invalid_argument(), "{name}: {e:?}");
+    for name in SPLIT_NAMES {
+        let sem = a.get_semaphore(name);
+        assert_invalid(sem.try_set_permits(1).await, name);
+        assert_invalid(sem.release(1).await, name);
         let pes = a.get_permit_expirable_semaphore(name);
-        assert!(pes
-            .try_set_permits(1)
-            .await
-            .unwrap_err()
-            .is_invalid_argument());
-        assert!(pes
-            .available_permits()
-            .await
-            .unwrap_err()
-            .is_invalid_argument());
+        assert_invalid(pes.try_set_permits(1).await, name);
+        assert_invalid(pes.available_permits().await, name);
         let exists: bool = raw.exists(name).await.unwrap();
         assert!(!exists, "{name} written");
     }
@@ -372,15 +307,8 @@ async fn synchronizers_on_a_cluster() {
     // proper hash tag) splits from its channel: Java's own count-down would fail with CROSSSLOT.
     for name in ["{a}b", "{tag}:latch", "x{}y{z}"] {
         let latch = a.get_count_down_latch(name);
-        assert!(
-            latch
-                .try_set_count(1)
-                .await
-                .unwrap_err()
-                .is_invalid_argument(),
-            "{name}"
-        );
-        assert!(latch.count_down().await.unwrap_err().is_invalid_argument());
+        assert_invalid(latch.try_set_count(1).await, name);
+        assert_invalid(latch.count_down().await, name);
         let exists: bool = raw.exists(name).await.unwrap();
         assert!(!exists, "{name} written");
     }
@@ -423,13 +351,10 @@ async fn synchronizers_on_a_cluster() {
 /// after their try would sleep to the 30 s re-check: the bound here is 25 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_between_the_try_and_the_wait_is_not_missed() {
-    use crate::wakeups::{delayed_waiter, preload, ReplyDelay, WINDOW};
-    let server = TestServer::start();
-    let sha = preload(&server, include_str!("../../lua/semaphore_acquire.lua")).await;
-    let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
-    let client = delayed_waiter(&proxy).await;
+    use crate::wakeups::windowed_script;
+    let (server, _proxy, client, mut raw) =
+        windowed_script(include_str!("../../lua/semaphore_acquire.lua")).await;
     let name = "sem:window";
-    let mut raw = server.conn().await;
     let _: () = raw.set(name, 0).await.unwrap();
     reset_stats(&server).await;
     // Each: a try, a subscription, then the wait loop's first try.
@@ -438,14 +363,7 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
         async move { sem.acquire(1).await }
     })
     .await;
-    java_on(
-        &mut raw,
-        redisson::SEM_RELEASE,
-        name,
-        redisson::sem_channel,
-        &["3", "PUBLISH"],
-    )
-    .await;
+    java_sem(&mut raw, redisson::SEM_RELEASE, name, &["3"]).await;
     all_woken(
         waiters,
         Duration::from_secs(25),

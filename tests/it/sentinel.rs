@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
-use crate::support::{finished, subscribed};
+use crate::support::{finished, held_for_a_minute, subscribed};
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
@@ -58,11 +58,7 @@ async fn sentinel_locks_survive_a_failover() {
     g.unlock().await.unwrap();
 
     // A holder in `a` (long lease) and a waiter in `b`.
-    let held = a
-        .get_lock("sn-2")
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
+    let held = held_for_a_minute(&a.get_lock("sn-2")).await;
     let lock = b.get_lock("sn-2");
     let waiter = tokio::spawn(async move {
         let g = lock.lock().await?;

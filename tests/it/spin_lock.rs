@@ -11,14 +11,31 @@ use redisson_lock::{Backoff, LockOwner, LockTtl};
 /// Generous bound for anything event-driven (a poll that should find the lock free).
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Java's spin-lock release (`SPIN_UNLOCK`, 30 s lease to re-apply, 10 s latch) of the hold
+/// `field` of `name`, request id `request`: it must release the last hold (reply 1).
+async fn java_spin_release(
+    raw: &mut redis::aio::MultiplexedConnection,
+    name: &str,
+    request: &str,
+    field: &str,
+) {
+    let released: Option<i64> = redis::Script::new(redisson::SPIN_UNLOCK)
+        .key(name)
+        .key(redisson::latch(name, request))
+        .arg(30_000)
+        .arg(field)
+        .arg(10_000)
+        .invoke_async(raw)
+        .await
+        .unwrap();
+    assert_eq!(released, Some(1));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_lock_is_the_rlock_hash_and_reenters() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (server, client, mut raw) = fixture().await;
     let lock = client.get_spin_lock("spin:layout");
-    let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let (outer, inner) = held_twice(&lock).await;
     let f = field(&client, outer.owner());
     assert_eq!(
         fields(&mut raw, "spin:layout").await,
@@ -48,14 +65,10 @@ async fn spin_lock_is_the_rlock_hash_and_reenters() {
 /// first message a listener sees after them is the one the test itself publishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_publish_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
     let name = "spin:quiet";
-    let mut listener = Listener::start(&server, &channel(name)).await;
+    let (_server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
     let lock = client.get_spin_lock(name);
-    let a = lock.lock().await.unwrap();
-    let b = lock.lock().await.unwrap();
+    let (a, b) = held_twice(&lock).await;
     b.unlock().await.unwrap();
     a.unlock().await.unwrap();
     lock.lock().await.unwrap().detach();
@@ -69,11 +82,8 @@ async fn releases_publish_nothing() {
 /// when the holder is a Java client whose key simply goes away (no message in either case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_poll_without_subscribing() {
-    let server = TestServer::start();
-    let holder = server.client().await;
-    let waiter = server.client().await;
-    let mut raw = server.conn().await;
     let name = "spin:poll";
+    let (_server, holder, mut raw, waiter) = fixture_with_other().await;
     let held = holder.get_spin_lock(name).lock().await.unwrap();
     let lock =
         waiter.get_spin_lock_with(name, Backoff::constant(Duration::from_millis(5)).unwrap());
@@ -102,31 +112,13 @@ async fn waiters_poll_without_subscribing() {
     let lock = waiter.get_spin_lock(name);
     let task =
         tokio::spawn(async move { lock.try_lock_for(WAIT).await.map(|g| g.map(|g| g.detach())) });
-    let released: Option<i64> = redis::Script::new(redisson::SPIN_UNLOCK)
-        .key(name)
-        .key(redisson::latch(name, "0123456789abcdef0123456789abcdef"))
-        .arg(30_000)
-        .arg(java)
-        .arg(10_000)
-        .invoke_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(released, Some(1));
+    java_spin_release(&mut raw, name, "0123456789abcdef0123456789abcdef", java).await;
     let got = finished(task, WAIT, "the task did not finish in time").await;
     assert!(got.is_some());
     // Java's unlock script releases our hold too (same hash, same field rule).
     let ours = fields(&mut raw, name).await;
     let (f, _) = ours.iter().next().expect("our hold");
-    let released: Option<i64> = redis::Script::new(redisson::SPIN_UNLOCK)
-        .key(name)
-        .key(redisson::latch(name, "fedcba9876543210fedcba9876543210"))
-        .arg(30_000)
-        .arg(f)
-        .arg(10_000)
-        .invoke_async(&mut raw)
-        .await
-        .unwrap();
-    assert_eq!(released, Some(1));
+    java_spin_release(&mut raw, name, "fedcba9876543210fedcba9876543210", f).await;
     assert!(!exists(&mut raw, name).await);
 }
 
@@ -134,11 +126,8 @@ async fn waiters_poll_without_subscribing() {
 /// a cancelled wait leaves nothing of the waiter behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_and_cancelled_waits_leave_nothing() {
-    let server = TestServer::start();
-    let holder = server.client().await;
-    let waiter = server.client().await;
-    let mut raw = server.conn().await;
     let name = "spin:bounded";
+    let (_server, holder, mut raw, waiter) = fixture_with_other().await;
     let held = holder.get_spin_lock(name).lock().await.unwrap();
     let hf = field(&holder, held.owner());
     let lock = waiter.get_spin_lock(name);
@@ -183,9 +172,7 @@ async fn watchdog_renews_a_spin_hold() {
 /// Unlock by an owner that holds nothing changes nothing; a key of another type is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_changes_nothing() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture().await;
     let held = client.get_spin_lock("spin:bad").lock().await.unwrap();
     let stranger = client
         .get_spin_lock("spin:bad")

@@ -47,81 +47,86 @@ async fn burst_then_release(
 }
 
 async fn subscribed(server: &TestServer, channel: &str) {
-    let ok = eventually(BOUND, || async {
-        let mut raw = server.conn().await;
-        let (_, n): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(&mut raw)
-            .await
-            .unwrap();
-        n > 0
-    })
-    .await;
+    let ok = eventually(BOUND, || async { numsub_on(server, channel).await > 0 }).await;
     assert!(ok, "nobody subscribed to {channel}");
+}
+
+/// The burst scenario, [`ROUNDS`] times on a fresh name per round (`kind` names it): a foreign
+/// client holds the lock (hash `fields`), [`WAITERS`] tasks from `wait` park on its channel
+/// (`channel` from the name), 200 stale `message`s precede the real release, and every waiter
+/// must get through within [`BOUND`]; `done` then finishes each waiter's outcome.
+async fn no_waiter_misses_the_release<T, W, D, DF>(
+    kind: &str,
+    channel: fn(&str) -> String,
+    fields: &[(&str, &str)],
+    message: &str,
+    wait: impl Fn(&Client, String) -> W,
+    done: D,
+) where
+    W: std::future::Future<Output = redisson_lock::Result<T>> + Send + 'static,
+    T: Send + 'static,
+    D: Fn(T) -> DF,
+    DF: std::future::Future<Output = ()>,
+{
+    let (server, client, mut raw) = fixture().await;
+    for round in 0..ROUNDS {
+        let name = format!("wake:{kind}:{round}");
+        let channel = channel(&name);
+        let _: () = raw.hset_multiple(&name, fields).await.unwrap();
+        let waiters: Vec<_> = (0..WAITERS)
+            .map(|_| tokio::spawn(wait(&client, name.clone())))
+            .collect();
+        subscribed(&server, &channel).await;
+        burst_then_release(&mut raw, &name, &channel, message).await;
+        for (i, w) in waiters.into_iter().enumerate() {
+            let outcome = tokio::time::timeout(BOUND, w)
+                .await
+                .unwrap_or_else(|_| panic!("{kind} round {round}: waiter {i} missed the release"))
+                .unwrap()
+                .unwrap();
+            done(outcome).await;
+        }
+    }
 }
 
 /// The read-write lock's wake-all (`1` wakes every reader at once, with no permit kept for a
 /// reader that is not waiting yet): the case where a late registration loses the release.
+/// Every reader keeps its hold until all are in, so only the write release can wake them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_never_miss_a_writers_release() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
-    for round in 0..ROUNDS {
-        let name = format!("wake:rw:{round}");
-        let channel = format!("redisson_rwlock:{{{name}}}");
-        let _: () = raw.hset(&name, "mode", "write").await.unwrap();
-        let _: () = raw.hset(&name, "foreign-client:1:write", 1).await.unwrap();
-        let readers: Vec<_> = (0..WAITERS)
-            .map(|_| {
-                let lock = client.get_read_write_lock(name.clone()).read_lock();
-                tokio::spawn(async move { lock.lock().await })
-            })
-            .collect();
-        subscribed(&server, &channel).await;
-        burst_then_release(&mut raw, &name, &channel, "1").await;
-        for (i, r) in readers.into_iter().enumerate() {
-            let guard = tokio::time::timeout(BOUND, r)
-                .await
-                .unwrap_or_else(|_| panic!("round {round}: reader {i} missed the release"))
-                .unwrap()
-                .unwrap();
-            guard.unlock().await.unwrap();
-        }
-    }
+    no_waiter_misses_the_release(
+        "rw",
+        |name| format!("redisson_rwlock:{{{name}}}"),
+        &[("mode", "write"), ("foreign-client:1:write", "1")],
+        "1",
+        |client, name| {
+            let lock = client.get_read_write_lock(name).read_lock();
+            async move { lock.lock().await }
+        },
+        |guard| async move { guard.unlock().await.unwrap() },
+    )
+    .await;
 }
 
 /// The same for the reentrant lock (`0` wakes one waiter per client; the lock then passes from
 /// waiter to waiter by their own releases).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_waiters_never_miss_a_release() {
-    let server = TestServer::start();
-    let client = server.client().await;
-    let mut raw = server.conn().await;
-    for round in 0..ROUNDS {
-        let name = format!("wake:rlock:{round}");
-        let channel = format!("redisson_lock__channel:{{{name}}}");
-        let _: () = raw.hset(&name, "foreign-client:1", 1).await.unwrap();
-        let waiters: Vec<_> = (0..WAITERS)
-            .map(|_| {
-                let lock = client.get_lock(name.clone());
-                tokio::spawn(async move {
-                    let g = lock.lock().await?;
-                    g.unlock().await
-                })
-            })
-            .collect();
-        subscribed(&server, &channel).await;
-        burst_then_release(&mut raw, &name, &channel, "0").await;
-        for (i, w) in waiters.into_iter().enumerate() {
-            tokio::time::timeout(BOUND, w)
-                .await
-                .unwrap_or_else(|_| panic!("round {round}: waiter {i} missed a release"))
-                .unwrap()
-                .unwrap();
-        }
-    }
+    no_waiter_misses_the_release(
+        "rlock",
+        |name| format!("redisson_lock__channel:{{{name}}}"),
+        &[("foreign-client:1", "1")],
+        "0",
+        |client, name| {
+            let lock = client.get_lock(name);
+            async move {
+                let g = lock.lock().await?;
+                g.unlock().await
+            }
+        },
+        |()| async {},
+    )
+    .await;
 }
 
 // The deterministic versions (by the watchdog-tier helper): a proxy holds the waiter's attempt
@@ -250,6 +255,43 @@ pub(crate) async fn delayed_waiter(proxy: &ReplyDelay) -> Client {
     .unwrap()
 }
 
+/// The window scenarios' setup: a server (with the lua/ script `source` preloaded, if given),
+/// a [`ReplyDelay`] proxy holding back by [`WINDOW`] the replies to requests containing
+/// `pattern`, a [`delayed_waiter`] client through it, and a raw connection:
+/// `(server, proxy, client, raw)`.
+pub(crate) async fn windowed(
+    pattern: Vec<u8>,
+    source: Option<&str>,
+) -> (
+    TestServer,
+    ReplyDelay,
+    Client,
+    redis::aio::MultiplexedConnection,
+) {
+    let server = TestServer::start();
+    if let Some(source) = source {
+        assert_eq!(preload(&server, source).await, pattern);
+    }
+    let proxy = ReplyDelay::start(server.port, pattern, WINDOW).await;
+    let client = delayed_waiter(&proxy).await;
+    let raw = server.conn().await;
+    (server, proxy, client, raw)
+}
+
+/// [`windowed`], delaying the replies to the lua/ script `source` (preloaded, so the client
+/// sends it as EVALSHA).
+pub(crate) async fn windowed_script(
+    source: &str,
+) -> (
+    TestServer,
+    ReplyDelay,
+    Client,
+    redis::aio::MultiplexedConnection,
+) {
+    let sha = redis::Script::new(source).get_hash().as_bytes().to_vec();
+    windowed(sha, Some(source)).await
+}
+
 /// (c) Read-write lock, wake-all: three readers of one client wait (no deadline) on a write
 /// hold that has no expiry (written directly, as a foreign client could), so only the release
 /// message can wake them. The release (`DEL` + `1` on the rwlock channel) lands after Redis ran
@@ -260,12 +302,9 @@ pub(crate) async fn delayed_waiter(proxy: &ReplyDelay) -> Client {
 /// `notify_waiters` made after its creation.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rw_wake_all_between_attempt_and_wait_is_not_missed() {
-    let server = TestServer::start();
-    let sha = preload(&server, include_str!("../../lua/read_lock.lua")).await;
-    let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
-    let client = delayed_waiter(&proxy).await;
+    let (server, _proxy, client, mut raw) =
+        windowed_script(include_str!("../../lua/read_lock.lua")).await;
     let name = "wd:rw-wake-all";
-    let mut raw = server.conn().await;
     let () = redis::pipe()
         .hset(name, "mode", "write")
         .hset(name, "foreign-client:1:write", 1)
@@ -317,12 +356,9 @@ async fn rw_wake_all_between_attempt_and_wait_is_not_missed() {
 /// `0` message could not show the window: `notify_one` stores a permit for a late waiter.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rlock_reconnect_wake_between_attempt_and_wait_is_not_missed() {
-    let server = TestServer::start();
-    let sha = preload(&server, include_str!("../../lua/lock.lua")).await;
-    let proxy = ReplyDelay::start(server.port, sha, WINDOW).await;
-    let client = delayed_waiter(&proxy).await;
+    let (server, _proxy, client, mut raw) =
+        windowed_script(include_str!("../../lua/lock.lua")).await;
     let name = "wd:rlock-reconnect";
-    let mut raw = server.conn().await;
     let () = raw.hset(name, "foreign-client:1", 1).await.unwrap();
     let lock = client.get_lock(name);
     let waiter = tokio::spawn(async move {

@@ -4,19 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::proxy::{Mode, Proxy};
+use crate::support::proxy::{proxied, Mode};
 use crate::support::*;
 use redis::AsyncCommands;
-use redisson_lock::{Client, Config};
 
 /// Under renewal the key's TTL never falls much below 2/3 of the lease: renewing every lease/3
 /// keeps it above that, every lease/2 lets it fall to 1/2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_keep_the_ttl_above_two_thirds_of_the_lease() {
-    let server = TestServer::start();
     let lease = Duration::from_secs(6);
-    let client = server.client_with(|c| c.with_watchdog_timeout(lease)).await;
-    let mut raw = server.conn().await;
+    let (_server, client, mut raw) = fixture_with(|c| c.with_watchdog_timeout(lease)).await;
     let guard = client.get_lock("wd:period").lock().await.unwrap();
     let mut lowest = i64::MAX;
     let until = Instant::now() + Duration::from_millis(8_500); // four renewal periods
@@ -37,12 +34,8 @@ async fn renewals_keep_the_ttl_above_two_thirds_of_the_lease() {
 /// newer confirmed send. Counting from the reply would keep it "valid" forever here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validity_counts_from_the_send_not_the_reply() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
     let lease = Duration::from_millis(1_500);
-    let client = Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(lease))
-        .await
-        .unwrap();
+    let (_server, proxy, client) = proxied(|c| c.with_watchdog_timeout(lease)).await;
     let guard = client.get_lock("wd:send").lock().await.unwrap();
     // A fresh confirmed renewal first, so the guard starts the delayed phase fully valid (the
     // gap before the watchdog's first tick must not be what makes it lost).
@@ -64,13 +57,9 @@ async fn validity_counts_from_the_send_not_the_reply() {
 /// before send + lease (by 1 % + 2 ms), not at it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validity_ends_a_drift_allowance_before_the_lease() {
-    let server = TestServer::start();
-    let proxy = Proxy::start(server.port).await;
     let lease = Duration::from_secs(5);
     let drift = lease / 100 + Duration::from_millis(2); // 52 ms
-    let client = Client::with_config(Config::new(proxy.url()).with_watchdog_timeout(lease))
-        .await
-        .unwrap();
+    let (_server, proxy, client) = proxied(|c| c.with_watchdog_timeout(lease)).await;
     let guard = client.get_lock("wd:drift").lock().await.unwrap();
     let before = Instant::now();
     client.renew_now().await;

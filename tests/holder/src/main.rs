@@ -253,36 +253,19 @@ impl Run {
         store: &mut redis::aio::MultiplexedConnection,
         lock: T,
     ) -> u64 {
-        let Run {
-            name,
-            iterations,
-            forever,
-            hold,
-            rmw,
-            gap,
-            lease,
-            stop_file,
-            deadline,
-            counter_key,
-            max_key,
-            log_key,
-            fenced,
-            reader,
-        } = self;
-        let (iterations, forever, hold, rmw, gap, lease, deadline) =
-            (*iterations, *forever, *hold, *rmw, *gap, *lease, *deadline);
-        let name = name.clone();
+        let name = self.name.clone();
 
         let mut holds = 0u64;
-        while holds < iterations && Instant::now() < deadline {
-            if stop_file
+        while holds < self.iterations && Instant::now() < self.deadline {
+            if self
+                .stop_file
                 .as_deref()
                 .is_some_and(|f| std::path::Path::new(f).exists())
             {
                 break;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let lease = (lease > 0).then(|| Duration::from_millis(lease));
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let lease = (self.lease > 0).then(|| Duration::from_millis(self.lease));
             let acquired = lock.take(left, lease).await;
             let guard = match acquired {
                 Ok(Some(g)) => g,
@@ -301,28 +284,31 @@ impl Run {
                     ("lock", name.clone()),
                     ("start", start.to_string()),
                     ("token", token.unwrap_or(0).to_string()),
-                    ("mode", if *reader { "read" } else { "write" }.to_owned()),
+                    (
+                        "mode",
+                        if self.reader { "read" } else { "write" }.to_owned(),
+                    ),
                 ],
             );
-            if forever {
+            if self.forever {
                 // Keep the hold (renewed by the watchdog) until killed or out of time.
-                tokio::time::sleep_until(deadline.into()).await;
+                tokio::time::sleep_until(self.deadline.into()).await;
                 break;
             }
-            tokio::time::sleep(hold).await;
+            tokio::time::sleep(self.hold).await;
             // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
             // A reader reads twice instead, and must see the same value.
             let mut stable = "-".to_owned();
             let rmw_result: redis::RedisResult<i64> = async {
-                let v: Option<i64> = store.get(counter_key).await?;
+                let v: Option<i64> = store.get(&self.counter_key).await?;
                 let v = v.unwrap_or(0);
                 h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
-                tokio::time::sleep(rmw).await;
-                if *reader {
-                    let again: Option<i64> = store.get(counter_key).await?;
+                tokio::time::sleep(self.rmw).await;
+                if self.reader {
+                    let again: Option<i64> = store.get(&self.counter_key).await?;
                     stable = u8::from(again.unwrap_or(0) == v).to_string();
                 } else {
-                    let () = store.set(counter_key, v + 1).await?;
+                    let () = store.set(&self.counter_key, v + 1).await?;
                 }
                 Ok(v)
             }
@@ -338,9 +324,10 @@ impl Run {
             let accepted = match token {
                 None => "-".to_owned(),
                 Some(token) => {
-                    let accepted: redis::RedisResult<i64> = fenced
-                        .key(max_key)
-                        .key(log_key)
+                    let accepted: redis::RedisResult<i64> = self
+                        .fenced
+                        .key(&self.max_key)
+                        .key(&self.log_key)
                         .arg(token)
                         .arg(h.pid)
                         .invoke_async(store)
@@ -384,14 +371,17 @@ impl Run {
                     ("end", end.to_string()),
                     ("token", token.unwrap_or(0).to_string()),
                     ("read", read),
-                    ("mode", if *reader { "read" } else { "write" }.to_owned()),
+                    (
+                        "mode",
+                        if self.reader { "read" } else { "write" }.to_owned(),
+                    ),
                     ("stable", stable),
                     ("fenced", accepted),
                     ("lost", u8::from(lost).to_string()),
                     ("unlock", unlock),
                 ],
             );
-            tokio::time::sleep(gap).await;
+            tokio::time::sleep(self.gap).await;
         }
         holds
     }

@@ -102,6 +102,43 @@ impl Nodes {
         found
     }
 
+    /// Nodes where one of our fields of `name` remains, among all of them.
+    pub async fn ours_anywhere(&self, name: &str) -> Vec<usize> {
+        self.nodes_with_ours(&self.all(), name).await
+    }
+
+    /// Whether none of our fields of `name` remains on any node within `within`.
+    pub async fn none_ours_within(&self, name: &str, within: Duration) -> bool {
+        crate::support::eventually(within, || async {
+            self.ours_anywhere(name).await.is_empty()
+        })
+        .await
+    }
+
+    /// The member key `name` on `node` vanishes behind the holder's back and that node's client
+    /// renews now, so the holder learns of it.
+    pub async fn lose_member(&self, node: usize, name: &str) {
+        self.delete(node, name).await;
+        self.clients[node].renew_now().await;
+    }
+
+    /// A foreign owner holds `name` on each of the nodes `busy` for a minute.
+    pub async fn hold_foreign_on(&self, busy: &[usize], name: &str) {
+        for &i in busy {
+            self.hold_foreign(i, name, Duration::from_secs(60)).await;
+        }
+    }
+
+    /// Whether the foreign owner still holds `name` on every node of `busy`.
+    pub async fn foreign_kept(&self, busy: &[usize], name: &str) -> bool {
+        for &i in busy {
+            if !self.foreign_still_holds(i, name).await {
+                return false;
+            }
+        }
+        true
+    }
+
     pub async fn delete(&self, node: usize, name: &str) {
         let mut c = self.servers[node].conn().await;
         let _: () = c.del(name).await.unwrap();
@@ -110,6 +147,16 @@ impl Nodes {
     pub fn all(&self) -> Vec<usize> {
         (0..self.len()).collect()
     }
+}
+
+/// Asserts that `guard` reports its hold lost (and `lost()` resolves), then releases it: the
+/// release's quorum error.
+pub async fn released_lost(guard: MultiLockGuard) -> QuorumError {
+    assert!(guard.is_lost());
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .unwrap();
+    quorum(guard.unlock().await.unwrap_err())
 }
 
 /// The quorum detail of an error, or a panic naming the unexpected error.

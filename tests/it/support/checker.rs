@@ -554,3 +554,34 @@ pub async fn check(
 pub fn history_path(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("holder-{i}.history"))
 }
+
+/// Checks the histories of `holders` on lock `lock` against the counter and the fenced
+/// resource on `server` (see [`check`]).
+pub async fn check_holders<'a>(
+    server: &super::TestServer,
+    lock: &str,
+    holders: impl IntoIterator<Item = &'a Holder>,
+    open_ends: &HashMap<u32, u64>,
+) -> Report {
+    let paths: Vec<PathBuf> = holders.into_iter().map(|h| h.history.clone()).collect();
+    let mut store = server.conn().await;
+    check(&mut store, lock, &paths, open_ends).await
+}
+
+/// Spawns `n` holder processes of lock `lock` on `server`, each with the spec `tweak` adjusts,
+/// writing their histories in `dir`.
+pub fn spawn_holders(
+    server: &super::TestServer,
+    dir: &Path,
+    lock: &str,
+    n: usize,
+    tweak: impl Fn(&mut HolderSpec),
+) -> Vec<Holder> {
+    (0..n)
+        .map(|i| {
+            let mut spec = HolderSpec::new(&server.url(), lock);
+            tweak(&mut spec);
+            Holder::spawn(&spec, history_path(dir, i))
+        })
+        .collect()
+}

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{redis_server_bin, INSTALL_HINT};
+use super::{free_port, redis_server_bin, wait_ready, INSTALL_HINT};
 
 /// A port `p` such that both `p` and the cluster bus port `p + 10000` are free.
 fn free_cluster_port() -> u16 {
@@ -20,13 +20,6 @@ fn free_cluster_port() -> u16 {
         }
     }
     panic!("no free port pair for a cluster node");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("no free port")
 }
 
 /// One redis-server process (data node or sentinel) in its own directory.
@@ -75,7 +68,7 @@ impl Node {
         };
         self.child = Some(child);
         assert!(
-            wait_ping(self.port, Duration::from_secs(10)),
+            wait_ready(self.port, Duration::from_secs(10)),
             "node on {} did not come up",
             self.port
         );
@@ -87,6 +80,14 @@ impl Node {
 
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `INFO <section>` of this node (empty when it does not answer).
+    pub fn info(&self, section: &str) -> String {
+        redis::cmd("INFO")
+            .arg(section)
+            .query(&mut self.conn())
+            .unwrap_or_default()
     }
 
     pub fn conn(&self) -> redis::Connection {
@@ -109,20 +110,6 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn wait_ping(port: u16, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    while Instant::now() < deadline {
-        if let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return true;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 /// Polls a blocking condition every 50 ms until it holds or `within` passes.
@@ -348,12 +335,9 @@ impl TestSentinel {
         ]);
         assert!(
             wait_until(Duration::from_secs(20), || {
-                let mut c = replica.conn();
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut c)
-                    .unwrap_or_default();
-                info.contains("master_link_status:up")
+                replica
+                    .info("replication")
+                    .contains("master_link_status:up")
             }),
             "replica did not sync"
         );

@@ -15,13 +15,22 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub use probes::*;
-use redisson_lock::{Client, Config};
+use redisson_lock::{Client, Config, CountDownLatch, PermitExpirableSemaphore, Semaphore};
 pub use waiters::*;
 
 /// The hash field a client writes for an owner: `<client uuid>:<owner id>` (what a Java client
 /// sees in the lock hash).
 pub fn field(client: &Client, owner: redisson_lock::LockOwner) -> String {
     format!("{}:{}", client.id(), owner.id())
+}
+
+/// `client`'s lock `name` as owner `id`, with the hash field that owner writes.
+pub fn owned_lock(client: &Client, name: &str, id: u64) -> (redisson_lock::RLock, String) {
+    let owner = redisson_lock::LockOwner::new(id);
+    (
+        client.get_lock(name).with_owner(owner),
+        field(client, owner),
+    )
 }
 
 /// libfaketime's preload library (Debian's `faketime` package), if installed.
@@ -44,6 +53,7 @@ pub fn redis_server_bin() -> String {
     std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
 }
 
+/// A free loopback port (bound, then released for a server to take).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -216,9 +226,138 @@ fn wait_ready(port: u16, within: Duration) -> bool {
     false
 }
 
+/// The usual test preamble in one call: a fresh server, a client of it and a raw connection
+/// (what a Java client would see), as `(server, client, raw)`. Bind the server to a name (not
+/// `_`): it is killed when dropped.
+pub async fn fixture() -> (TestServer, Client, redis::aio::MultiplexedConnection) {
+    fixture_with(|c| c).await
+}
+
+/// [`fixture`] plus a second, independent client (another process as far as Redis can tell):
+/// `(server, client, raw, other)`.
+pub async fn fixture_with_other() -> (
+    TestServer,
+    Client,
+    redis::aio::MultiplexedConnection,
+    Client,
+) {
+    let (server, client, raw) = fixture().await;
+    let other = server.client().await;
+    (server, client, raw, other)
+}
+
+/// [`fixture`] with the client's `Config` adjusted by `config` (e.g. a short watchdog lease).
+pub async fn fixture_with(
+    config: impl FnOnce(Config) -> Config,
+) -> (TestServer, Client, redis::aio::MultiplexedConnection) {
+    let server = TestServer::start();
+    let client = server.client_with(config).await;
+    let raw = server.conn().await;
+    (server, client, raw)
+}
+
+/// A fresh server and one client of it, as `(server, client)`.
+pub async fn with_client() -> (TestServer, Client) {
+    let server = TestServer::start();
+    let client = server.client().await;
+    (server, client)
+}
+
+/// A fresh server and two independent clients of it (e.g. a holder's and a waiter's), as
+/// `(server, [first, second])`.
+pub async fn two_clients() -> (TestServer, [Client; 2]) {
+    let (server, first) = with_client().await;
+    let second = server.client().await;
+    (server, [first, second])
+}
+
+/// What the synchronizer fixtures return: `(server, client, raw, synchronizer)`.
+pub type Armed<T> = (TestServer, Client, redis::aio::MultiplexedConnection, T);
+
+/// [`fixture`] plus the synchronizer `make` gets from its client, armed by `arm` (fresh, so
+/// arming must take).
+async fn armed<T: Clone, Fut>(
+    make: impl FnOnce(&Client) -> T,
+    arm: impl FnOnce(T) -> Fut,
+) -> Armed<T>
+where
+    Fut: std::future::Future<Output = redisson_lock::Result<bool>>,
+{
+    let (server, client, raw) = fixture().await;
+    let synchronizer = make(&client);
+    assert!(arm(synchronizer.clone()).await.unwrap());
+    (server, client, raw, synchronizer)
+}
+
+/// [`fixture`] plus its client's semaphore `name`, set to `permits`.
+pub async fn semaphore_fixture(name: &str, permits: i32) -> Armed<Semaphore> {
+    armed(
+        |c| c.get_semaphore(name),
+        |s| async move { s.try_set_permits(permits).await },
+    )
+    .await
+}
+
+/// [`fixture`] plus its client's permit-expirable semaphore `name`, set to `permits`.
+pub async fn pes_fixture(name: &str, permits: i32) -> Armed<PermitExpirableSemaphore> {
+    armed(
+        |c| c.get_permit_expirable_semaphore(name),
+        |s| async move { s.try_set_permits(permits).await },
+    )
+    .await
+}
+
+/// [`fixture`] plus its client's count-down latch `name`, armed with `count`.
+pub async fn latch_fixture(name: &str, count: i64) -> Armed<CountDownLatch> {
+    armed(
+        |c| c.get_count_down_latch(name),
+        |l| async move { l.try_set_count(count).await },
+    )
+    .await
+}
+
+/// [`fixture`] plus a listener already subscribed to `channel`: `(server, client, raw, listener)`.
+pub async fn fixture_listening(
+    channel: &str,
+) -> (
+    TestServer,
+    Client,
+    redis::aio::MultiplexedConnection,
+    Listener,
+) {
+    let (server, client, raw) = fixture().await;
+    let listener = Listener::start(&server, channel).await;
+    (server, client, raw, listener)
+}
+
+/// `config` for fault tests: a watchdog lease of `lease`, and calls that give up after
+/// `timeout` (both the response and the connection timeout).
+pub fn fail_fast(config: Config, lease: Duration, timeout: Duration) -> Config {
+    config
+        .with_watchdog_timeout(lease)
+        .with_response_timeout(timeout)
+        .with_connection_timeout(timeout)
+}
+
+/// Names with unbalanced or empty braces: by Redisson's naming rule their channel or latch
+/// lands in another cluster slot than the key (issue 10, defect 3).
+pub const SPLIT_NAMES: [&str; 5] = ["a{b", "a}b", "{}x", "}{", "x{}y{z}"];
+
 /// `n` independent servers (for RedLock).
 pub fn servers(n: usize) -> Vec<TestServer> {
     (0..n).map(|_| TestServer::start()).collect()
+}
+
+/// Runs `task(t)` for every `t` in `0..n` as concurrent tokio tasks and waits for them all; a
+/// panic in any of them fails the test.
+pub async fn concurrently<Fut>(n: usize, task: impl Fn(usize) -> Fut)
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|t| tokio::spawn(task(t))).collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
 }
 
 /// Polls `check` until it returns true or `within` passes; for waiting on *external* state that

@@ -34,6 +34,16 @@ pub async fn numsub(raw: &mut MultiplexedConnection, channel: &str) -> i64 {
     n
 }
 
+/// Asserts that `client` comes to track no hold within `within` (it forgot every hold it took
+/// or gave up), showing its stats otherwise.
+pub async fn assert_no_tracked_holds(client: &redisson_lock::Client, within: std::time::Duration) {
+    assert!(
+        super::eventually(within, || async { client.stats().tracked_holds == 0 }).await,
+        "{:?}",
+        client.stats()
+    );
+}
+
 /// Whether `client` comes to have `n` channels with local waiters subscribed within a generous
 /// bound (a waiter is parked on pub/sub once its channel is subscribed).
 pub async fn subscribed(client: &redisson_lock::Client, n: usize) -> bool {
@@ -74,6 +84,19 @@ pub async fn writes_resumed(server: &TestServer, within: std::time::Duration) ->
     .await
 }
 
+/// A Java client's owner field in a lock hash (`<its uuid>:<thread id>`).
+pub const JAVA_FIELD: &str = "1a2b3c4d-0000-4000-8000-00000000ffee:1";
+
+/// Writes what Java's acquire script leaves for a holder `field` of lock `name`: that one
+/// field with a count of 1, and a 60 s lease (only a release or a restart frees it in time).
+pub async fn hold_as_java<C>(raw: &mut C, name: &str, field: &str)
+where
+    C: redis::aio::ConnectionLike + Send + Sync,
+{
+    let _: () = raw.hset(name, field, 1).await.unwrap();
+    let _: () = raw.pexpire(name, 60_000).await.unwrap();
+}
+
 /// A string key's value (`GET`), `None` when missing.
 pub async fn get_str(raw: &mut MultiplexedConnection, key: &str) -> Option<String> {
     raw.get(key).await.unwrap()
@@ -82,10 +105,44 @@ pub async fn get_str(raw: &mut MultiplexedConnection, key: &str) -> Option<Strin
 /// Whether `channel` comes to have exactly `n` subscribers on `server` (`PUBSUB NUMSUB`)
 /// within a generous bound.
 pub async fn channel_subscribers(server: &TestServer, channel: &str, n: i64) -> bool {
-    super::eventually(std::time::Duration::from_secs(15), || async {
-        numsub_on(server, channel).await == n
-    })
-    .await
+    subscribers_within(server, channel, n, std::time::Duration::from_secs(15)).await
+}
+
+/// Whether `channel` comes to have exactly `n` subscribers on `server` within `within`.
+pub async fn subscribers_within(
+    server: &TestServer,
+    channel: &str,
+    n: i64,
+    within: std::time::Duration,
+) -> bool {
+    super::eventually(within, || async { numsub_on(server, channel).await == n }).await
+}
+
+/// `INFO <section>` of the server behind `raw`.
+pub async fn info(raw: &mut MultiplexedConnection, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(raw)
+        .await
+        .unwrap()
+}
+
+/// The value of `field` in an `INFO` reply (its `field:value` line), trimmed.
+pub fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
+
+/// `CONFIG SET <parameter> <value>` on the server behind `raw`.
+pub async fn config_set(raw: &mut MultiplexedConnection, parameter: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(parameter)
+        .arg(value)
+        .query_async(raw)
+        .await
+        .unwrap();
 }
 
 /// `CLIENT KILL TYPE pubsub`: every subscriber connection of `server` dropped; how many.

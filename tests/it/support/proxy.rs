@@ -263,3 +263,17 @@ async fn swallow_wait(modes: &mut watch::Receiver<(Mode, u64)>) {
         }
     }
 }
+
+/// A server, the fault proxy in front of it, and a client connected through the proxy with
+/// `config` applied to its `Config`.
+pub async fn proxied(
+    config: impl FnOnce(redisson_lock::Config) -> redisson_lock::Config,
+) -> (super::TestServer, Proxy, redisson_lock::Client) {
+    let server = super::TestServer::start();
+    let proxy = Proxy::start(server.port).await;
+    let client =
+        redisson_lock::Client::with_config(config(redisson_lock::Config::new(proxy.url())))
+            .await
+            .unwrap();
+    (server, proxy, client)
+}

@@ -64,22 +64,24 @@ if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
 end; \
 return 0;";
 
+/// `name` as Redisson's `prefixName`/`suffixName` embed it: as it is when it already has a
+/// hash tag, else wrapped in braces.
+pub fn tagged(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
 /// Redisson's channel rule for `name`.
 pub fn channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_lock__channel:{name}")
-    } else {
-        format!("redisson_lock__channel:{{{name}}}")
-    }
+    format!("redisson_lock__channel:{}", tagged(name))
 }
 
 /// Redisson's unlock latch for `name` and a request id.
 pub fn latch(name: &str, request: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_unlock_latch:{name}:{request}")
-    } else {
-        format!("redisson_unlock_latch:{{{name}}}:{request}")
-    }
+    format!("redisson_unlock_latch:{}:{request}", tagged(name))
 }
 
 // === Synchronizers: Redisson's own script text (RedissonSemaphore, RedissonCountDownLatch,
@@ -124,11 +126,7 @@ return value;";
 
 /// Redisson's semaphore channel (`prefixName("redisson_sc", name)`).
 pub fn sem_channel(name: &str) -> String {
-    if name.contains('{') {
-        format!("redisson_sc:{name}")
-    } else {
-        format!("redisson_sc:{{{name}}}")
-    }
+    format!("redisson_sc:{}", tagged(name))
 }
 
 /// Runs a Java script with string arguments; the reply as a redis Value.
@@ -138,27 +136,70 @@ pub async fn eval(
     keys: &[&str],
     args: &[&str],
 ) -> redis::Value {
+    eval_args(raw, script, keys, args).await
+}
+
+/// Runs a Java script with binary arguments (permit ids travel as 16 raw bytes).
+pub async fn eval_bytes(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    keys: &[&str],
+    args: &[&[u8]],
+) -> redis::Value {
+    eval_args(raw, script, keys, args).await
+}
+
+/// `EVAL script` with `keys` and `args`, as a Java client sends it (no EVALSHA).
+async fn eval_args<A: redis::ToRedisArgs>(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    keys: &[&str],
+    args: &[A],
+) -> redis::Value {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(keys.len());
     for k in keys {
         cmd.arg(*k);
     }
     for a in args {
-        cmd.arg(*a);
+        cmd.arg(a);
     }
     cmd.query_async(raw).await.unwrap()
 }
 
-/// Runs one of Java's synchronizer scripts on `name`, whose KEYS are the name and its channel
-/// (`channel` makes it from the name), as a Java client would.
-pub async fn java_on(
+/// Runs one of Java's synchronizer scripts on `name` as a Java client does: KEYS are the name
+/// and its channel (`channel` makes it from the name), ARGV is `args` then `PUBLISH`.
+async fn java_on(
     raw: &mut redis::aio::MultiplexedConnection,
     script: &str,
     name: &str,
     channel: fn(&str) -> String,
     args: &[&str],
 ) -> redis::Value {
-    eval(raw, script, &[name, &channel(name)], args).await
+    let argv = [args, &["PUBLISH"]].concat();
+    eval(raw, script, &[name, &channel(name)], &argv).await
+}
+
+/// Runs one of Java's `RSemaphore` scripts (`SEM_*`) on `name`; `args` without the trailing
+/// publish command.
+pub async fn java_sem(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    args: &[&str],
+) -> redis::Value {
+    java_on(raw, script, name, sem_channel, args).await
+}
+
+/// Runs one of Java's `RCountDownLatch` scripts (`LATCH_*`) on `name`; `args` without the
+/// trailing publish command.
+pub async fn java_latch(
+    raw: &mut redis::aio::MultiplexedConnection,
+    script: &str,
+    name: &str,
+    args: &[&str],
+) -> redis::Value {
+    java_on(raw, script, name, latch_channel, args).await
 }
 
 /// `RedissonCountDownLatch.trySetCountAsync`. KEYS: name, channel; ARGV: `1`, count, publish.
@@ -285,29 +326,7 @@ pub const NON_EXPIRABLE: &str = "922337203685477";
 
 /// `suffixName(name, "timeout")`.
 pub fn pes_timeouts(name: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:timeout")
-    } else {
-        format!("{{{name}}}:timeout")
-    }
-}
-
-/// Runs a Java script with binary arguments (permit ids travel as 16 raw bytes).
-pub async fn eval_bytes(
-    raw: &mut redis::aio::MultiplexedConnection,
-    script: &str,
-    keys: &[&str],
-    args: &[&[u8]],
-) -> redis::Value {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script).arg(keys.len());
-    for k in keys {
-        cmd.arg(*k);
-    }
-    for a in args {
-        cmd.arg(*a);
-    }
-    cmd.query_async(raw).await.unwrap()
+    format!("{}:timeout", tagged(name))
 }
 
 /// Epoch milliseconds now (the client clock both sides use for permit leases).

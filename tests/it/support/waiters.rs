@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use redisson_lock::{Lock, LockKind};
+use redisson_lock::{Lock, LockGuard, LockKind};
 use tokio::task::JoinHandle;
 
 use super::redisson::calls;
@@ -80,9 +80,58 @@ where
     waiting
 }
 
+/// The wake-by-another-client's-release scenario: `wait` parks on `channel` (one subscriber),
+/// `release` (another client's) must wake it within `within`, and `channel` is left with no
+/// subscriber. The waiter's result.
+pub async fn woken_by_release<T, E, W, R>(
+    server: &TestServer,
+    channel: &str,
+    within: Duration,
+    wait: W,
+    release: R,
+) -> T
+where
+    W: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: std::fmt::Debug + Send + 'static,
+    R: Future<Output = ()>,
+{
+    let waiting = parked_on(server, channel, 1, wait).await;
+    release.await;
+    let got = finished(waiting, within, "waiter not woken by the release").await;
+    assert!(
+        super::channel_subscribers(server, channel, 0).await,
+        "still subscribed to {channel}"
+    );
+    got
+}
+
+/// A hold of `lock` and its re-entry by the same owner: `(outer, inner)`.
+pub async fn held_twice<K: LockKind>(lock: &Lock<K>) -> (LockGuard<K>, LockGuard<K>) {
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    (outer, inner)
+}
+
 /// Takes `lock` and releases it at once (warms the script cache, or shows the lock is free).
 pub async fn take_and_release<K: LockKind>(lock: &Lock<K>) {
     lock.lock().await.unwrap().unlock().await.unwrap();
+}
+
+/// Takes `lock` with a one-minute lease: in a test it is held until released (or lost), and a
+/// waiter woken in time was woken by the release, not by the expiry.
+pub async fn held_for_a_minute<K: LockKind>(lock: &Lock<K>) -> LockGuard<K> {
+    lock.lock_with_lease(Duration::from_secs(60)).await.unwrap()
+}
+
+/// `lock` taken within `within` (whatever holds it must let go by then); `why` says what a miss
+/// means.
+pub async fn taken_within<K: LockKind>(
+    lock: &Lock<K>,
+    within: Duration,
+    why: &str,
+) -> LockGuard<K> {
+    lock.try_lock_for(within).await.unwrap().expect(why)
 }
 
 /// [`take_and_release`] with an explicit lease.
@@ -93,6 +142,90 @@ pub async fn take_and_release_with_lease<K: LockKind>(lock: &Lock<K>, lease: Dur
         .unlock()
         .await
         .unwrap();
+}
+
+/// A task waiting up to a minute for `lock` (of `client`), returned once `client` has
+/// subscribed to its channel (the waiter is parked on pub/sub).
+pub async fn parked_minute_waiter(
+    client: &redisson_lock::Client,
+    lock: redisson_lock::RLock,
+) -> JoinHandle<Result<Option<redisson_lock::RLockGuard>, redisson_lock::LockError>> {
+    let waiter = tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await });
+    assert!(super::subscribed(client, 1).await);
+    waiter
+}
+
+/// A task that waits for `lock` and keeps the hold it gets (its guard detached); the task
+/// returns the hold's owner.
+pub fn spawn_keeping_waiter<K: LockKind>(lock: Lock<K>) -> JoinHandle<redisson_lock::LockOwner>
+where
+    Lock<K>: Send + 'static,
+{
+    tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        let owner = g.owner();
+        g.detach();
+        owner
+    })
+}
+
+/// Asserts that `owner` of `client` is the only holder of the lock `name` (count 1), then
+/// releases that hold owner-style: the key must be gone.
+pub async fn release_sole_hold(
+    raw: &mut redis::aio::MultiplexedConnection,
+    client: &redisson_lock::Client,
+    name: &str,
+    owner: redisson_lock::LockOwner,
+) {
+    assert_eq!(
+        super::fields(raw, name).await,
+        std::collections::HashMap::from([(super::field(client, owner), 1)])
+    );
+    client
+        .get_lock(name)
+        .with_owner(owner)
+        .unlock()
+        .await
+        .unwrap();
+    assert!(!super::exists(raw, name).await);
+}
+
+/// `try_lock` once; a hold it takes is detached (kept on the server, not released on drop).
+/// Whether it took one.
+pub async fn try_lock_detached<K: LockKind>(
+    lock: &Lock<K>,
+) -> Result<bool, redisson_lock::LockError> {
+    Ok(lock.try_lock().await?.map(|g| g.detach()).is_some())
+}
+
+/// Asserts that `lock` refuses a zero lease as an invalid argument, both waiting
+/// (`lock_with_lease`) and bounded by `wait` (`try_lock_with_lease`).
+pub async fn assert_zero_lease_refused<K: LockKind>(lock: &Lock<K>, wait: Duration) {
+    assert_invalid(
+        lock.lock_with_lease(Duration::ZERO).await,
+        "lock_with_lease(0)",
+    );
+    assert_invalid(
+        lock.try_lock_with_lease(wait, Duration::ZERO).await,
+        "try_lock_with_lease(_, 0)",
+    );
+}
+
+/// Asserts that `lock` is excluded by a foreign holder of its key: `try_lock` takes nothing, the
+/// lock reads as locked but not by us, and an owner-style `unlock` is refused as not-owner.
+pub async fn assert_excluded_by_foreign<K: LockKind>(lock: &Lock<K>) {
+    assert!(lock.try_lock().await.unwrap().is_none());
+    assert!(lock.is_locked().await.unwrap());
+    assert!(!lock.is_held_by_current().await.unwrap());
+    assert!(lock.unlock().await.unwrap_err().is_not_owner());
+}
+
+/// Asserts that `result` is a refusal as an invalid argument; `what` names the call.
+pub fn assert_invalid<T: std::fmt::Debug>(result: Result<T, redisson_lock::LockError>, what: &str) {
+    match result {
+        Err(e) => assert!(e.is_invalid_argument(), "{what}: {e}"),
+        Ok(v) => panic!("{what}: accepted ({v:?})"),
+    }
 }
 
 /// `try_lock` must succeed at once (the lock is free); the hold is released again.
