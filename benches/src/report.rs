@@ -202,9 +202,10 @@ impl Report<'_> {
                 met,
             );
         }
-        let costs: [(&str, &str, usize); 4] = [
+        let costs: [(&str, &str, usize); 5] = [
             ("server_us", "server CPU µs per cycle", 2),
             ("client_us", "bench-process CPU µs per cycle", 1),
+            ("allocs", "bench-process heap allocations per cycle", 1),
             ("cmds", "commands per cycle (script-internal included)", 2),
             ("server_util", "server CPU busy (share of one core)", 2),
         ];
@@ -530,8 +531,11 @@ impl Report<'_> {
                 let x = self.med(&format!("w2.{}.64.xceil", k.key()))?;
                 let s = self.med(&format!("w2.{}.64.server_us", k.key()))?;
                 let c = self.med(&format!("w2.{}.64.client_us", k.key()))?;
+                let a = self
+                    .med(&format!("w2.{}.64.allocs", k.key()))
+                    .map_or(String::new(), |a| format!(", {a:.1} allocations"));
                 Some(format!(
-                    "W2 64: {} ({x:.2}); server {s:.2} µs, client {c:.1} µs/cycle",
+                    "W2 64: {} ({x:.2}); server {s:.2} µs, client {c:.1} µs{a}/cycle",
                     int(cps)
                 ))
             })()
@@ -672,7 +676,7 @@ impl Report<'_> {
 
     /// Key figures of every run side by side: how much the medians hide.
     pub fn per_run(&self) -> String {
-        let keys: [(&str, &str); 22] = [
+        let keys: [(&str, &str); 23] = [
             ("w0.rtt_us", "W0 RTT µs"),
             ("w0.cold_rtt_us", "W0 cold RTT µs"),
             ("w0.ceiling", "W0 ceiling cycles/s"),
@@ -688,6 +692,7 @@ impl Report<'_> {
             ("w2.raw-nolatch.64.cps", "W2 64 raw-nolatch cycles/s"),
             ("w2.rslock.64.cps", "W2 64 rslock cycles/s"),
             ("w2.ours.64.client_us", "W2 64 ours client µs/cycle"),
+            ("w2.ours.64.allocs", "W2 64 ours allocations/cycle"),
             ("w2.ours.64.server_us", "W2 64 ours server µs/cycle"),
             ("w2.ours-batch.64.cps", "W2 64 ours-batch cycles/s"),
             ("w2.ours.256.cps", "W2 256 ours cycles/s"),

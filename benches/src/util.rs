@@ -30,10 +30,13 @@ pub fn cpu_ns() -> u64 {
 pub struct Counting;
 
 static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// Allocations made (`alloc` and `realloc` calls), for allocations per cycle.
+static ALLOCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 unsafe impl std::alloc::GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         let p = unsafe { std::alloc::System.alloc(layout) };
+        ALLOCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if !p.is_null() {
             LIVE.fetch_add(layout.size(), std::sync::atomic::Ordering::Relaxed);
         }
@@ -47,6 +50,7 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
+        ALLOCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if !p.is_null() {
             LIVE.fetch_add(new_size, std::sync::atomic::Ordering::Relaxed);
             LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
@@ -58,6 +62,11 @@ unsafe impl std::alloc::GlobalAlloc for Counting {
 /// Heap bytes allocated now (through [`Counting`]).
 pub fn live_heap_bytes() -> u64 {
     LIVE.load(std::sync::atomic::Ordering::Relaxed) as u64
+}
+
+/// Allocations made so far by the whole process (through [`Counting`]).
+pub fn allocations() -> u64 {
+    ALLOCS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 pub fn rss_bytes() -> u64 {

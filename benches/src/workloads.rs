@@ -305,6 +305,7 @@ pub async fn w2(
     }
     let s0 = server::snapshot(admin).await?;
     let c0 = cpu_ns();
+    let a0 = crate::util::allocations();
     let t0 = now_ns();
     start_at.store(t0, Ordering::Release);
     barrier.wait().await;
@@ -316,6 +317,7 @@ pub async fn w2(
     }
     let wall = (now_ns() - t0) as f64 / 1e9;
     let c1 = cpu_ns();
+    let a1 = crate::util::allocations();
     let s1 = server::snapshot(admin).await?;
     if let Some(e) = err {
         return Err(e);
@@ -323,6 +325,7 @@ pub async fn w2(
     let cycles = total.load(Ordering::Relaxed) as f64;
     let k = kind.key();
     let cps = cycles / wall;
+    run.set(format!("w2.{k}.{tasks}.allocs"), (a1 - a0) as f64 / cycles);
     run.set(format!("w2.{k}.{tasks}.cps"), cps);
     if let Some(ceiling) = run.get("w0.ceiling") {
         run.set(format!("w2.{k}.{tasks}.xceil"), cps / ceiling);
