@@ -181,7 +181,17 @@ pub(crate) struct Hold {
     ended: Notify,
     /// Mirrors "a watchdog grant is outstanding" so the watchdog can scan without taking gates.
     watchdog: AtomicBool,
-    renewed_at: parking_lot::Mutex<Instant>,
+    /// The last confirmed renewal, as nanoseconds after [`CLOCK_BASE`] (an atomic of 8 bytes
+    /// rather than a mutex around an `Instant` of 24: a hold exists per parked waiter too).
+    renewed_at: AtomicU64,
+}
+
+/// The instant hold timestamps count from; set before the first hold is made, so every instant
+/// a hold records is at or after it.
+static CLOCK_BASE: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+fn stamp(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*CLOCK_BASE).as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl std::fmt::Debug for Hold {
@@ -196,6 +206,7 @@ impl std::fmt::Debug for Hold {
 
 impl Hold {
     fn new(key: Arc<str>, field: Arc<str>, renewal: Renewal) -> Hold {
+        std::sync::LazyLock::force(&CLOCK_BASE);
         Hold {
             key,
             field,
@@ -204,7 +215,7 @@ impl Hold {
             epoch: AtomicU64::new(0),
             ended: Notify::new(),
             watchdog: AtomicBool::new(false),
-            renewed_at: parking_lot::Mutex::new(Instant::now()),
+            renewed_at: AtomicU64::new(stamp(Instant::now())),
         }
     }
 
@@ -263,7 +274,7 @@ impl Hold {
         let on = gate.watched();
         let was = self.watchdog.swap(on, Ordering::AcqRel);
         if on && !was {
-            *self.renewed_at.lock() = Instant::now();
+            self.renewed(Instant::now());
         }
     }
 
@@ -273,11 +284,11 @@ impl Hold {
 
     /// Records a confirmed renewal (or watchdog acquisition) sent at `at`.
     pub(crate) fn renewed(&self, at: Instant) {
-        *self.renewed_at.lock() = at;
+        self.renewed_at.store(stamp(at), Ordering::Release);
     }
 
     pub(crate) fn renewed_at(&self) -> Instant {
-        *self.renewed_at.lock()
+        *CLOCK_BASE + Duration::from_nanos(self.renewed_at.load(Ordering::Acquire))
     }
 }
 
@@ -345,6 +356,21 @@ mod tests {
     use super::*;
 
     const WD: u64 = 30_000;
+
+    /// A renewal instant reads back exactly as recorded, later ones replace it, and a new
+    /// hold counts as renewed when it was made.
+    #[test]
+    fn renewal_instants_read_back_exactly() {
+        let before = Instant::now();
+        let hold = Hold::new("k".into(), "f".into(), Renewal::Hash);
+        assert!(hold.renewed_at() >= before && hold.renewed_at() <= Instant::now());
+        let at = Instant::now() + Duration::from_nanos(123_456_789);
+        hold.renewed(at);
+        assert_eq!(hold.renewed_at(), at);
+        let later = at + Duration::from_secs(3);
+        hold.renewed(later);
+        assert_eq!(hold.renewed_at(), later);
+    }
 
     fn fixed(now: Instant, ms: u64) -> Lease {
         Lease::Fixed {
