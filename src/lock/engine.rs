@@ -1,6 +1,6 @@
 //! The one lock algorithm behind [`Lock`]: owners' holds, the fast path, waiting on pub/sub,
 //! leases, releases and the settling of unknown outcomes. Every script that changes a hold count
-//! runs here, under the owner's gate (`holds.rs`); retries of the acquire and release scripts
+//! runs here, under the owner's gate (`holds/`); retries of the acquire and release scripts
 //! live here too.
 
 use std::sync::Arc;
