@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{deadline, run_once, wait_for, Named, Step};
-use crate::error::{from_script, LockError, Result};
+use super::{deadline, detached, run_once, wait_for, Named, Step};
+use crate::error::{LockError, Result};
 use crate::keys::count_down_latch_channel;
 use crate::pubsub::Wake;
 use crate::scripts;
@@ -50,27 +50,14 @@ use crate::shared::Client;
 /// ```
 #[derive(Clone, Debug)]
 pub struct CountDownLatch {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    named: Named,
-}
-
-impl std::ops::Deref for Inner {
-    type Target = Named;
-    fn deref(&self) -> &Named {
-        &self.named
-    }
+    inner: Arc<Named>,
 }
 
 impl CountDownLatch {
     pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
         let channel = count_down_latch_channel(&name);
-        let named = Named::new(client, name, channel, &[]);
         CountDownLatch {
-            inner: Arc::new(Inner { named }),
+            inner: Arc::new(Named::new(client, name, channel, &[])),
         }
     }
 
@@ -108,18 +95,13 @@ impl CountDownLatch {
     /// [`LockError::WrongType`]; connection errors (not retried, see "Cancel safety").
     pub async fn count_down(&self) -> Result<()> {
         self.inner.check()?;
-        let inner = self.inner.clone();
-        let task = tokio::spawn(async move {
-            let c = &inner;
+        let c = self.inner.clone();
+        detached("count-down", async move {
             let inv = scripts::latch_count_down(&c.name, &c.channel, c.client.publish_command());
             run_once::<i64>(&c.client, &c.name, &inv).await
-        });
-        match task.await {
-            Ok(r) => r.map(|_| ()),
-            Err(_) => Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::other("the count-down task ended without a reply"),
-            ))),
-        }
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The current count (Redisson's `getCount`): 0 when the latch does not exist.
@@ -128,14 +110,7 @@ impl CountDownLatch {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn get_count(&self) -> Result<i64> {
-        self.inner.check()?;
-        let mut conn = self.inner.client.conn();
-        let v: Option<i64> = redis::cmd("GET")
-            .arg(&self.inner.name)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| from_script(&self.inner.name, e))?;
-        Ok(v.unwrap_or(0))
+        self.inner.read_count().await
     }
 
     /// Waits until the count is zero (Redisson's `await`), for as long as it takes. Returns at

@@ -141,6 +141,19 @@ impl Named {
         }
     }
 
+    /// The integer stored at the name (a semaphore's permits, a latch's count): 0 when the key
+    /// does not exist.
+    pub(crate) async fn read_count(&self) -> Result<i64> {
+        self.check()?;
+        let mut conn = self.client.conn();
+        let v: Option<i64> = redis::cmd("GET")
+            .arg(&self.name)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| from_script(&self.name, e))?;
+        Ok(v.unwrap_or(0))
+    }
+
     /// The error for a refused name (nothing is sent).
     pub(crate) fn check(&self) -> Result<()> {
         match self.refused {
@@ -148,6 +161,25 @@ impl Named {
             None => Ok(()),
         }
     }
+}
+
+/// Runs `work` on a task of its own, so that a write completes even when the caller's future
+/// is dropped (see "Cancel safety" on each synchronizer); `what` names it in the error when the
+/// task ends without a reply.
+pub(crate) async fn detached<T: Send + 'static>(
+    what: &'static str,
+    work: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|_| Err(no_reply(what)))
+}
+
+/// A detached task that ended without a reply (its runtime is shutting down).
+pub(crate) fn no_reply(what: &'static str) -> LockError {
+    LockError::Redis(redis::RedisError::from(std::io::Error::other(format!(
+        "the {what} task ended without a reply"
+    ))))
 }
 
 /// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that

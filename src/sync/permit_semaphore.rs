@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{deadline, epoch_ms, run_once, run_repeatable, wait_for, Named, Step};
+use super::{
+    deadline, detached, epoch_ms, no_reply, run_once, run_repeatable, wait_for, Named, Step,
+};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -333,9 +335,7 @@ impl PermitExpirableSemaphore {
             Ok(Ok(Step::Done(t))) => Ok(Step::Done(t.claim())),
             Ok(Ok(Step::Wait(hint))) => Ok(Step::Wait(hint)),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::other("the acquire task ended without a reply"),
-            ))),
+            Err(_) => Err(no_reply("acquire")),
         }
     }
 
@@ -368,13 +368,7 @@ impl PermitExpirableSemaphore {
         let inner = self.inner.clone();
         let id = id.clone();
         // In a task of its own: a dropped release still completes.
-        let task = tokio::spawn(async move { inner.release(&id).await });
-        match task.await {
-            Ok(r) => Ok(r? == 1),
-            Err(_) => Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::other("the release task ended without a reply"),
-            ))),
-        }
+        Ok(detached("release", async move { inner.release(&id).await }).await? == 1)
     }
 
     /// The permits available now, after expired ones went back to the pool (Redisson's

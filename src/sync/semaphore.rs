@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{check_permits, deadline, run_once, run_repeatable, wait_for, Named, Step};
+use super::{
+    check_permits, deadline, detached, no_reply, run_once, run_repeatable, wait_for, Named, Step,
+};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -270,9 +272,7 @@ impl Semaphore {
             }
             Ok(Ok(None)) => Ok(false),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::other("the acquire task ended without a reply"),
-            ))),
+            Err(_) => Err(no_reply("acquire")),
         }
     }
 
@@ -290,7 +290,7 @@ impl Semaphore {
             return Ok(());
         }
         let inner = self.inner.clone();
-        let task = tokio::spawn(async move {
+        detached("release", async move {
             let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
             let inv =
                 scripts::semaphore_release(&inner.keys(), &receipt, permits, inner.receipt_ms());
@@ -299,13 +299,9 @@ impl Semaphore {
                 inner.client.delete_latch(receipt);
             }
             r
-        });
-        match task.await {
-            Ok(r) => r.map(|_| ()),
-            Err(_) => Err(LockError::Redis(redis::RedisError::from(
-                std::io::Error::other("the release task ended without a reply"),
-            ))),
-        }
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The permits available now (Redisson's `availablePermits`): 0 when the semaphore does
@@ -316,14 +312,7 @@ impl Semaphore {
     ///
     /// [`LockError::WrongType`]; connection errors.
     pub async fn available_permits(&self) -> Result<i64> {
-        self.inner.check()?;
-        let mut conn = self.inner.client.conn();
-        let v: Option<i64> = redis::cmd("GET")
-            .arg(&self.inner.name)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| crate::error::from_script(&self.inner.name, e))?;
-        Ok(v.unwrap_or(0))
+        self.inner.read_count().await
     }
 
     /// Takes every available permit and returns how many there were (Redisson's
