@@ -11,13 +11,20 @@
 --
 -- Returns: nil when the owner holds nothing (not owner / lease lost);
 --          0 when holds remain (lease re-applied); 1 when the lock was deleted and ARGV[1] published.
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+--
+-- The last hold (the value is exactly `1`) is released without decrementing it first: the key is
+-- deleted either way, so the `hincrby` to 0 that Redisson's script runs there is skipped (one
+-- redis.call less per lock cycle); any other value goes through `hincrby` as in Redisson's.
+local held = redis.call('hget', KEYS[1], ARGV[3])
+if held == false then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
+if held ~= '1' then
+    local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    if count > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 0
+    end
 end
 redis.call('del', KEYS[1])
 if ARGV[4] ~= '' then

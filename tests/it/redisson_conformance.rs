@@ -220,3 +220,29 @@ async fn java_and_rust_take_turns_and_redis_holds_what_redisson_expects() {
         assert_eq!(got, step.messages, "{at}: messages on {channel}");
     }
 }
+
+/// The last release deletes the hash without decrementing its field to 0 first
+/// (`lua/unlock.lua`; the end state Java sees is the same): a lock + unlock cycle runs one
+/// `HINCRBY` (the acquire's), one `DEL` and one `PUBLISH`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_release_deletes_without_decrementing() {
+    let (_server, client, mut raw) = fixture().await;
+    let lock = client.get_lock("conf:last-release");
+    // A first cycle loads the scripts.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let stats = info(&mut raw, "commandstats").await;
+    let calls = |cmd: &str| -> u64 {
+        info_field(&stats, &format!("cmdstat_{cmd}"))
+            .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("hincrby"), 1, "commandstats: {stats}");
+    assert_eq!((calls("del"), calls("publish")), (1, 1), "{stats}");
+    assert!(!lock.is_locked().await.unwrap());
+}
