@@ -337,8 +337,8 @@ MUTANTS = [
     (
         "pes-unknown-release-ok",
         "src/sync/permit_semaphore.rs",
-        """            Ok(r) => Ok(r? == 1),""",
-        """            Ok(r) => Ok(r? <= 1),""",
+        """        Ok(detached("release", async move { inner.release(&id).await }).await? == 1)""",
+        """        Ok(detached("release", async move { inner.release(&id).await }).await? <= 1)""",
         ["--test", "permit_semaphore", "unknown_ids_and_bad_leases"],
         "releasing an unknown permit id reports success",
     ),

@@ -59,15 +59,37 @@ struct State {
     out: HashMap<Vec<u8>, usize>,
 }
 
-/// One queued operation.
+/// One queued operation: its own `EVALSHA sha numkeys KEYS... ARGV...` command (sent as it is
+/// when it travels alone), whose keys and arguments a batch copies straight from it.
 struct Queued {
     index: u8,
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
-    /// Its own command, sent as it is when it travels alone.
+    nkeys: usize,
     cmd: Cmd,
     synced: bool,
     tx: oneshot::Sender<Outcome>,
+}
+
+impl Queued {
+    /// The command's words after `EVALSHA sha numkeys` (all plain, checked by [`parse`]).
+    fn words(&self) -> impl Iterator<Item = &[u8]> {
+        self.cmd.args_iter().skip(3).map(|a| match a {
+            Arg::Simple(v) => v,
+            _ => &[],
+        })
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.words().take(self.nkeys)
+    }
+
+    fn args(&self) -> impl Iterator<Item = &[u8]> {
+        self.words().skip(self.nkeys)
+    }
+
+    /// The first key: the lock key of every batched script.
+    fn lock_key(&self) -> &[u8] {
+        self.keys().next().unwrap_or_default()
+    }
 }
 
 /// How an operation goes.
@@ -134,12 +156,11 @@ impl Batcher {
             return Ok(Entry::Direct(Flight(self.clone())));
         }
         let (tx, rx) = oneshot::channel();
-        let (index, keys, args) =
+        let (index, nkeys) =
             parse(cmd).ok_or_else(|| protocol_error("a batched script call of unknown shape"))?;
         state.queue.push(Queued {
             index,
-            keys,
-            args,
+            nkeys,
             cmd: cmd.clone(),
             synced,
             tx,
@@ -206,10 +227,7 @@ impl Batcher {
     fn group(&self, queued: Vec<Queued>) -> Vec<Vec<Queued>> {
         let mut groups: Vec<(Option<Slot>, Vec<Queued>)> = Vec::new();
         for q in queued.into_iter().filter(|q| !q.tx.is_closed()) {
-            let slot = match (self.cluster, q.keys.first()) {
-                (true, Some(key)) => Some(slot_of(key)),
-                _ => None,
-            };
+            let slot = self.cluster.then(|| slot_of(q.lock_key()));
             match groups.iter_mut().find(|(s, _)| *s == slot) {
                 Some((_, group)) => group.push(q),
                 None => groups.push((slot, vec![q])),
@@ -285,20 +303,16 @@ fn server_error(
 
 /// `EVALSHA <batch> numkeys keys... n (index nkeys nargs args...)...` for `group`.
 fn batch_cmd(group: &[Queued]) -> Cmd {
-    let nkeys: usize = group.iter().map(|q| q.keys.len()).sum();
+    let nkeys: usize = group.iter().map(|q| q.nkeys).sum();
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(scripts::BATCH.get_hash()).arg(nkeys);
     for q in group {
-        for k in &q.keys {
-            cmd.arg(k.as_slice());
-        }
+        q.keys().for_each(|k| _ = cmd.arg(k));
     }
     cmd.arg(group.len());
     for q in group {
-        cmd.arg(q.index).arg(q.keys.len()).arg(q.args.len());
-        for a in &q.args {
-            cmd.arg(a.as_slice());
-        }
+        cmd.arg(q.index).arg(q.nkeys).arg(q.args().count());
+        q.args().for_each(|a| _ = cmd.arg(a));
     }
     cmd
 }
@@ -321,7 +335,7 @@ fn take_ready(state: &mut State) -> Option<(Vec<Queued>, Vec<Vec<u8>>)> {
     let mut blocked: Vec<Vec<u8>> = Vec::new();
     let (mut ready, mut waiting) = (Vec::new(), Vec::new());
     for q in std::mem::take(&mut state.queue) {
-        let key = q.keys.first().cloned().unwrap_or_default();
+        let key = q.lock_key().to_vec();
         if state.out.contains_key(&key) || blocked.contains(&key) {
             blocked.push(key);
             waiting.push(q);
@@ -333,10 +347,7 @@ fn take_ready(state: &mut State) -> Option<(Vec<Queued>, Vec<Vec<u8>>)> {
     if ready.is_empty() {
         return None;
     }
-    let keys: Vec<Vec<u8>> = ready
-        .iter()
-        .map(|q| q.keys.first().cloned().unwrap_or_default())
-        .collect();
+    let keys: Vec<Vec<u8>> = ready.iter().map(|q| q.lock_key().to_vec()).collect();
     for key in &keys {
         *state.out.entry(key.clone()).or_insert(0) += 1;
     }
@@ -352,105 +363,22 @@ fn lock_key(cmd: &Cmd) -> Option<&[u8]> {
     }
 }
 
-/// `EVALSHA sha numkeys key... arg...` split into its batch function, keys and arguments.
-#[allow(clippy::type_complexity)]
-fn parse(cmd: &Cmd) -> Option<(u8, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+/// The batch function and the key count of `EVALSHA sha numkeys key... arg...`, when every
+/// word is plain and there are as many keys as it says (at least one: the lock key).
+fn parse(cmd: &Cmd) -> Option<(u8, usize)> {
     let mut args = cmd.args_iter().skip(1).map(|a| match a {
         Arg::Simple(v) => Some(v),
         _ => None,
     });
     let index = scripts::batch_index(args.next()??)?;
     let nkeys: usize = std::str::from_utf8(args.next()??).ok()?.parse().ok()?;
-    let mut keys = Vec::with_capacity(nkeys);
-    for _ in 0..nkeys {
-        keys.push(args.next()??.to_vec());
+    let mut words = 0;
+    for a in args {
+        a?;
+        words += 1;
     }
-    let rest = args.map(|a| a.map(<[u8]>::to_vec)).collect::<Option<_>>()?;
-    Some((index, keys, rest))
+    (nkeys >= 1 && words >= nkeys).then_some((index, nkeys))
 }
 
 #[cfg(test)]
-mod tests {
-    //! The ordering rules without Redis: which operation may leave, and which batch forms.
-    use super::*;
-
-    fn queued(key: &str, tag: &str) -> Queued {
-        let (tx, _rx) = oneshot::channel();
-        Queued {
-            index: 0,
-            keys: vec![key.as_bytes().to_vec()],
-            args: vec![tag.as_bytes().to_vec()],
-            cmd: Cmd::new(),
-            synced: false,
-            tx,
-        }
-    }
-
-    fn tags(ops: &[Queued]) -> Vec<String> {
-        ops.iter()
-            .map(|q| String::from_utf8(q.args[0].clone()).unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn an_operation_on_a_key_whose_batch_is_out_waits_for_it() {
-        // The reorder bug of the first group commit: an acquire on `k` left in a batch, and
-        // the trim settling its cancelled caller took a free flight and ran first.
-        let mut state = State::default();
-        assert!(goes_direct(&state, b"k"));
-        state.out.insert(b"k".to_vec(), 1);
-        state.flights = 1;
-        assert!(!goes_direct(&state, b"k"), "overtakes the batch out on k");
-        assert!(goes_direct(&state, b"other"));
-        // Full flights, or anything queued, send everyone to the queue.
-        state.flights = MAX_IN_FLIGHT;
-        assert!(!goes_direct(&state, b"other"));
-        state.flights = 1;
-        state.queue.push(queued("x", "x"));
-        assert!(!goes_direct(&state, b"other"));
-    }
-
-    #[test]
-    fn a_batch_leaves_out_the_keys_of_batches_out_and_keeps_the_order_per_key() {
-        let mut state = State::default();
-        state.out.insert(b"k".to_vec(), 1);
-        state.flights = 1;
-        for (key, tag) in [
-            ("k", "acquire k"),
-            ("l", "acquire l"),
-            ("k", "trim k"),
-            ("l", "trim l"),
-        ] {
-            state.queue.push(queued(key, tag));
-        }
-        let (batch, keys) = take_ready(&mut state).expect("l's operations are ready");
-        assert_eq!(tags(&batch), ["acquire l", "trim l"], "in their order");
-        assert_eq!(keys, [b"l".to_vec(), b"l".to_vec()]);
-        assert_eq!(
-            tags(&state.queue),
-            ["acquire k", "trim k"],
-            "k's wait, in order"
-        );
-        assert_eq!(state.flights, 2);
-        assert_eq!(state.out[b"l".as_slice()], 2);
-        // Nothing else is ready while k's batch is out.
-        assert!(take_ready(&mut state).is_none());
-        // k's batch done: its operations leave together, still in order.
-        state.out.remove(b"k".as_slice());
-        state.flights -= 1;
-        let (batch, _) = take_ready(&mut state).expect("k is free");
-        assert_eq!(tags(&batch), ["acquire k", "trim k"]);
-        assert!(state.queue.is_empty());
-    }
-
-    #[test]
-    fn nothing_leaves_while_every_flight_is_out() {
-        let mut state = State {
-            flights: MAX_IN_FLIGHT,
-            ..State::default()
-        };
-        state.queue.push(queued("k", "acquire k"));
-        assert!(take_ready(&mut state).is_none());
-        assert_eq!(state.queue.len(), 1);
-    }
-}
+mod tests;
