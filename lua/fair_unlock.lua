@@ -30,13 +30,17 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return nil
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- The last hold (exactly `1`) skips the `HINCRBY` to 0 the hash is deleted after anyway.
+local held = redis.call('hget', KEYS[1], ARGV[3])
+if held == false then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
+if held ~= '1' then
+    local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    if count > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 0
+    end
 end
 redis.call('del', KEYS[1])
 local head = redis.call('lindex', KEYS[2], 0)

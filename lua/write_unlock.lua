@@ -16,13 +16,20 @@ if mode == false then
     redis.call(ARGV[4], KEYS[2], ARGV[1])
     return nil
 end
-if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+if mode ~= 'write' then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    return 0
+-- The last hold (exactly `1`) skips the `HINCRBY` to 0 the field is deleted after anyway.
+local held = redis.call('hget', KEYS[1], ARGV[3])
+if held == false then
+    return nil
+end
+if held ~= '1' then
+    local count = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    if count > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        return 0
+    end
 end
 redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) == 1 then

@@ -221,28 +221,59 @@ async fn java_and_rust_take_turns_and_redis_holds_what_redisson_expects() {
     }
 }
 
-/// The last release deletes the hash without decrementing its field to 0 first
-/// (`lua/unlock.lua`; the end state Java sees is the same): a lock + unlock cycle runs one
-/// `HINCRBY` (the acquire's), one `DEL` and one `PUBLISH`.
+/// The last release deletes the field (or the whole hash) without decrementing it to 0 first
+/// (`lua/unlock.lua`, `write_unlock.lua`, `fair_unlock.lua`; the end state Java sees is the
+/// same): the release runs no `HINCRBY`, one `DEL`/`HDEL` and, for the plain kinds, one
+/// `PUBLISH`. A re-entered hold still goes through `HINCRBY -1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_release_deletes_without_decrementing() {
     let (_server, client, mut raw) = fixture().await;
-    let lock = client.get_lock("conf:last-release");
-    // A first cycle loads the scripts.
-    lock.lock().await.unwrap().unlock().await.unwrap();
+    last_release_skips_the_decrement(client.get_lock("conf:last-rlock"), &mut raw, "del").await;
+    last_release_skips_the_decrement(client.get_fenced_lock("conf:last-fenced"), &mut raw, "del")
+        .await;
+    last_release_skips_the_decrement(client.get_fair_lock("conf:last-fair"), &mut raw, "del").await;
+    let rw = client.get_read_write_lock("conf:last-rw");
+    last_release_skips_the_decrement(rw.write_lock(), &mut raw, "hdel").await;
+}
+
+/// Commands the server ran since the last `CONFIG RESETSTAT`, by name.
+async fn calls_since_reset(raw: &mut redis::aio::MultiplexedConnection, cmd: &str) -> u64 {
+    let stats = info(raw, "commandstats").await;
+    info_field(&stats, &format!("cmdstat_{cmd}"))
+        .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn reset_stats(raw: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
-        .query_async(&mut raw)
+        .query_async(raw)
         .await
         .unwrap();
-    lock.lock().await.unwrap().unlock().await.unwrap();
-    let stats = info(&mut raw, "commandstats").await;
-    let calls = |cmd: &str| -> u64 {
-        info_field(&stats, &format!("cmdstat_{cmd}"))
-            .and_then(|v| v.strip_prefix("calls=")?.split(',').next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    assert_eq!(calls("hincrby"), 1, "commandstats: {stats}");
-    assert_eq!((calls("del"), calls("publish")), (1, 1), "{stats}");
-    assert!(!lock.is_locked().await.unwrap());
+}
+
+async fn last_release_skips_the_decrement<K: redisson_lock::LockKind>(
+    lock: redisson_lock::Lock<K>,
+    raw: &mut redis::aio::MultiplexedConnection,
+    delete: &str,
+) {
+    let name = lock.name().to_owned();
+    // Twice held: the inner release decrements, the outer (last) one deletes.
+    let (outer, inner) = (lock.lock().await.unwrap(), lock.lock().await.unwrap());
+    reset_stats(raw).await;
+    inner.unlock().await.unwrap();
+    assert_eq!(
+        calls_since_reset(raw, "hincrby").await,
+        1,
+        "{name}: inner release"
+    );
+    reset_stats(raw).await;
+    outer.unlock().await.unwrap();
+    assert_eq!(
+        calls_since_reset(raw, "hincrby").await,
+        0,
+        "{name}: last release"
+    );
+    assert_eq!(calls_since_reset(raw, delete).await, 1, "{name}: {delete}");
+    assert!(!lock.is_locked().await.unwrap(), "{name} still locked");
 }
