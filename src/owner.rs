@@ -84,7 +84,11 @@ fn task_number(id: tokio::task::Id) -> Option<u64> {
         fn write_str(&mut self, s: &str) -> fmt::Result {
             for b in s.bytes() {
                 let digit = b.checked_sub(b'0').filter(|d| *d < 10).ok_or(fmt::Error)?;
-                self.n = self.n.checked_mul(10).ok_or(fmt::Error)? + u64::from(digit);
+                self.n = self
+                    .n
+                    .checked_mul(10)
+                    .and_then(|n| n.checked_add(u64::from(digit)))
+                    .ok_or(fmt::Error)?;
                 self.len += 1;
             }
             Ok(())
