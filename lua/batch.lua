@@ -4,32 +4,24 @@
 --
 -- The client prepends one function per script a batch may carry, built from the script files
 -- themselves (src/scripts/mod.rs, `batch_source`):
---     OPS[i] = function(KEYS, ARGV) <body of lua/<script>.lua> end
--- so each operation's logic exists once, in its own file.
+--     OPS[i] = function(k, a) <body of lua/<script>.lua> end
+-- with each `KEYS[n]` of the body read as `KEYS[k + n]` and each `ARGV[n]` as `ARGV[a + n]`,
+-- so each operation's logic exists once, in its own file, and reads its keys and arguments
+-- where they are in this call's KEYS and ARGV (no copy into tables of its own).
 --
 -- ARGV[1]  number of operations n
--- then per operation: the function's index, its number of keys, its number of arguments,
---          followed by its arguments
+-- then per operation: a header of three bytes (the function's index, its number of keys, its
+--          number of arguments), followed by its arguments
 -- KEYS     every operation's keys, in order
 --
 -- Returns: an array of n replies, in order; an operation whose script fails (e.g. WRONGTYPE)
 --          gets its error as its own reply, the others run and reply as usual.
 local replies = {}
-local k = 1
-local a = 2
+local byte = string.byte
+local k, a = 0, 2
 for i = 1, tonumber(ARGV[1]) do
-    local op, nkeys, nargs = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-    a = a + 3
-    local keys, args = {}, {}
-    for j = 1, nkeys do
-        keys[j] = KEYS[k + j - 1]
-    end
-    for j = 1, nargs do
-        args[j] = ARGV[a + j - 1]
-    end
-    k = k + nkeys
-    a = a + nargs
-    local ok, reply = pcall(OPS[op], keys, args)
+    local op, nkeys, nargs = byte(ARGV[a], 1, 3)
+    local ok, reply = pcall(OPS[op], k, a)
     if not ok then
         if type(reply) == 'table' then
             replies[i] = reply
@@ -42,5 +34,7 @@ for i = 1, tonumber(ARGV[1]) do
     else
         replies[i] = reply
     end
+    k = k + nkeys
+    a = a + 1 + nargs
 end
 return replies

@@ -301,7 +301,8 @@ fn server_error(
     }
 }
 
-/// `EVALSHA <batch> numkeys keys... n (index nkeys nargs args...)...` for `group`.
+/// `EVALSHA <batch> numkeys keys... n (header args...)...` for `group`, each header the three
+/// bytes `[index, nkeys, nargs]` ([`parse`] admitted only counts that fit a byte).
 fn batch_cmd(group: &[Queued]) -> Cmd {
     let nkeys: usize = group.iter().map(|q| q.nkeys).sum();
     let mut cmd = redis::cmd("EVALSHA");
@@ -311,7 +312,8 @@ fn batch_cmd(group: &[Queued]) -> Cmd {
     }
     cmd.arg(group.len());
     for q in group {
-        cmd.arg(q.index).arg(q.nkeys).arg(q.args().count());
+        let byte = |n: usize| u8::try_from(n).unwrap_or(u8::MAX);
+        cmd.arg(&[q.index, byte(q.nkeys), byte(q.args().count())][..]);
         q.args().for_each(|a| _ = cmd.arg(a));
     }
     cmd
@@ -364,7 +366,8 @@ fn lock_key(cmd: &Cmd) -> Option<&[u8]> {
 }
 
 /// The batch function and the key count of `EVALSHA sha numkeys key... arg...`, when every
-/// word is plain and there are as many keys as it says (at least one: the lock key).
+/// word is plain and there are as many keys as it says (at least one: the lock key), and
+/// fewer than 256 keys and arguments each (a batch header holds each count in a byte).
 fn parse(cmd: &Cmd) -> Option<(u8, usize)> {
     let mut args = cmd.args_iter().skip(1).map(|a| match a {
         Arg::Simple(v) => Some(v),
@@ -372,12 +375,14 @@ fn parse(cmd: &Cmd) -> Option<(u8, usize)> {
     });
     let index = scripts::batch_index(args.next()??)?;
     let nkeys: usize = std::str::from_utf8(args.next()??).ok()?.parse().ok()?;
-    let mut words = 0;
+    let mut words: usize = 0;
     for a in args {
         a?;
         words += 1;
     }
-    (nkeys >= 1 && words >= nkeys).then_some((index, nkeys))
+    let byte = usize::from(u8::MAX);
+    let fits = nkeys <= byte && words.saturating_sub(nkeys) <= byte;
+    (nkeys >= 1 && words >= nkeys && fits).then_some((index, nkeys))
 }
 
 #[cfg(test)]

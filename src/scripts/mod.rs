@@ -116,12 +116,49 @@ fn batch_source() -> String {
     let mut src = String::from("local OPS = {}\n");
     for (i, (_, body)) in BATCHED.iter().enumerate() {
         src.push_str(&format!(
-            "OPS[{}] = function(KEYS, ARGV)\n{body}\nend\n",
-            i + 1
+            "OPS[{}] = function(k, a)\n{}\nend\n",
+            i + 1,
+            at_offsets(body)
         ));
     }
     src.push_str(include_str!("../../lua/batch.lua"));
     src
+}
+
+/// A script body with every `KEYS[n]` read as `KEYS[k + n]` and every `ARGV[n]` as
+/// `ARGV[a + n]`: inside the batch, an operation's keys and arguments are read in place from
+/// the batch call's own (measured: copying them into tables of its own cost more server time
+/// per operation than the script call the batch saves; docs/benchmarks.md). Every batched
+/// script reads its keys and arguments only by literal index, which a unit test checks.
+fn at_offsets(body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 64);
+    let mut rest = body;
+    while let Some(at) = rest.find(['K', 'A']) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let offset = if rest.starts_with("KEYS[") {
+            "k"
+        } else if rest.starts_with("ARGV[") {
+            "a"
+        } else {
+            out.push_str(&rest[..1]);
+            rest = &rest[1..];
+            continue;
+        };
+        let digits = rest[5..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && rest[5 + digits..].starts_with(']') {
+            out.push_str(&rest[..5]);
+            out.push_str(offset);
+            out.push_str(" + ");
+            out.push_str(&rest[5..5 + digits]);
+            rest = &rest[5 + digits..];
+        } else {
+            out.push_str(&rest[..5]);
+            rest = &rest[5..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The batch function index (from 1) of the script whose SHA1 is `sha`, when a batch may carry
@@ -312,6 +349,30 @@ mod tests {
     /// Pins every script's SHA1 (`lua/SHA1SUMS`, checkable with `cd lua && sha1sum -c
     /// SHA1SUMS`): editing a Redisson-compatible script must be deliberate, and must come with a
     /// reviewed update of that file.
+    /// A batched script reads its keys and arguments by literal index only (`KEYS[2]`, not
+    /// `KEYS[i]` or `#ARGV`): the batch rewrites those to offsets into its own call.
+    #[test]
+    fn batched_scripts_read_keys_and_arguments_by_literal_index() {
+        for (_, body) in super::BATCHED.iter() {
+            let code: String = body
+                .lines()
+                .map(|l| l.split_once("--").map_or(l, |(code, _)| code))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let rewritten = super::at_offsets(&code);
+            let left = rewritten.replace("KEYS[k + ", "").replace("ARGV[a + ", "");
+            assert!(
+                !left.contains("KEYS") && !left.contains("ARGV"),
+                "a key or argument read other than by literal index in:\n{body}"
+            );
+            assert!(rewritten.contains("KEYS[k + 1]"), "reads its lock key");
+        }
+        assert_eq!(
+            super::at_offsets("redis.call('del', KEYS[12], ARGV[3]) -- KEYS ARGV[x] KEYS[]"),
+            "redis.call('del', KEYS[k + 12], ARGV[a + 3]) -- KEYS ARGV[x] KEYS[]"
+        );
+    }
+
     #[test]
     fn script_hashes_are_pinned() {
         let pinned: Vec<(&str, &str)> = include_str!("../../lua/SHA1SUMS")

@@ -317,3 +317,159 @@ async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
     }
     assert!(client.stats().batches >= 1, "{:?}", client.stats());
 }
+
+/// One phase of [`scenario`]: lock kinds' acquires and releases, each by its own owner.
+#[derive(Clone, Copy)]
+enum Step {
+    Read(u64),
+    Write(usize),
+    Fenced(usize),
+    Reentrant(usize),
+    ReadRelease(u64),
+    WriteRelease(usize),
+    FencedRelease(usize),
+    ReentrantRelease(usize),
+}
+
+async fn run_step(client: Client, p: String, step: Step) {
+    let owner = |i: u64| LockOwner::new(2_000 + i);
+    let rw = client.get_read_write_lock(format!("{p}:rw"));
+    let r = match step {
+        Step::Read(i) => rw
+            .read_lock()
+            .with_owner(owner(i))
+            .lock_with_lease(LEASE)
+            .await
+            .map(|g| g.detach()),
+        Step::Write(i) => client
+            .get_read_write_lock(format!("{p}:w{i}"))
+            .write_lock()
+            .with_owner(owner(0))
+            .lock_with_lease(LEASE)
+            .await
+            .map(|g| g.detach()),
+        Step::Fenced(i) => client
+            .get_fenced_lock(format!("{p}:f{i}"))
+            .with_owner(owner(0))
+            .lock_with_lease(LEASE)
+            .await
+            .map(|g| g.detach()),
+        Step::Reentrant(i) => client
+            .get_lock(format!("{p}:r{i}"))
+            .with_owner(owner(0))
+            .lock_with_lease(LEASE)
+            .await
+            .map(|g| g.detach()),
+        Step::ReadRelease(i) => rw.read_lock().with_owner(owner(i)).unlock().await,
+        Step::WriteRelease(i) => {
+            let w = client.get_read_write_lock(format!("{p}:w{i}")).write_lock();
+            w.with_owner(owner(0)).unlock().await
+        }
+        Step::FencedRelease(i) => {
+            let f = client.get_fenced_lock(format!("{p}:f{i}"));
+            f.with_owner(owner(0)).unlock().await
+        }
+        Step::ReentrantRelease(i) => {
+            let l = client.get_lock(format!("{p}:r{i}"));
+            l.with_owner(owner(0)).unlock().await
+        }
+    };
+    r.unwrap_or_else(|e| panic!("{p}: a step failed: {e}"));
+}
+
+/// Everything under `<p>:` and `{<p>:`, with `p` and the client's id written `P` and `U`:
+/// each key's type, content and whether its TTL is the lease's.
+async fn snapshot(raw: &mut redis::aio::MultiplexedConnection, p: &str, id: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{p}:*"))
+        .query_async(raw)
+        .await
+        .unwrap();
+    keys.sort();
+    let mut out = Vec::new();
+    for key in keys {
+        let content = match key_type(raw, &key).await.as_str() {
+            "hash" => {
+                let mut h: Vec<(String, String)> = raw.hgetall(&key).await.unwrap();
+                h.sort();
+                format!("{h:?}")
+            }
+            "string" => raw.get::<_, String>(&key).await.unwrap(),
+            other => other.to_string(),
+        };
+        let ttl = pttl(raw, &key).await;
+        let lease = ttl > 50_000 && ttl <= 60_000;
+        out.push(
+            format!("{key} {content} lease:{lease}")
+                .replace(p, "P")
+                .replace(id, "U"),
+        );
+    }
+    out
+}
+
+/// Runs each phase's steps at once while writes are paused (so all but four queue), and
+/// takes a snapshot after each phase.
+async fn scenario(server: &TestServer, client: &Client, p: &str) -> Vec<Vec<String>> {
+    use Step::*;
+    let phases: Vec<Vec<Step>> = vec![
+        (0..8)
+            .flat_map(|i| {
+                [
+                    Read(i),
+                    Write(i as usize),
+                    Fenced(i as usize),
+                    Reentrant(i as usize),
+                ]
+            })
+            .collect(),
+        (0..4)
+            .map(ReadRelease)
+            .chain((0..8).flat_map(|i| [Reentrant(i), FencedRelease(i)]))
+            .collect(),
+        (0..8)
+            .flat_map(|i| [WriteRelease(i), ReentrantRelease(i), ReentrantRelease(i)])
+            .collect(),
+    ];
+    let id = crate::support::field(client, LockOwner::new(0));
+    let id = id.rsplit_once(':').unwrap().0.to_string();
+    let mut raw = server.conn().await;
+    let mut snapshots = Vec::new();
+    for steps in phases {
+        pause_writes(&mut raw, 300).await;
+        let tasks: Vec<_> = steps
+            .into_iter()
+            .map(|s| tokio::spawn(run_step(client.clone(), p.to_string(), s)))
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        snapshots.push(snapshot(&mut raw, p, &id).await);
+    }
+    snapshots
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_batched_kind_leaves_what_its_scripts_leave_alone() {
+    // The same steps, by a client without batching and by one with it, on one server: each
+    // phase ends with the same keys, contents and leases (read, write, fenced and reentrant
+    // acquires, re-entries, and releases that leave holds or delete the lock).
+    let server = TestServer::start();
+    let plain = server.client().await;
+    let alone = scenario(&server, &plain, "plain").await;
+    assert_eq!(plain.stats().batches, 0);
+    let batched = server.client_with(|c| c.with_batching(true)).await;
+    let together = scenario(&server, &batched, "batched").await;
+    let stats = batched.stats();
+    assert!(
+        stats.batches >= 3 && stats.batched_operations >= 40,
+        "most steps of each phase left in batches: {stats:?}"
+    );
+    for (phase, (a, b)) in alone.iter().zip(&together).enumerate() {
+        assert!(!a.is_empty(), "phase {phase} holds something");
+        assert_eq!(
+            a, b,
+            "phase {phase}: alone (left) and batched (right) differ"
+        );
+    }
+}

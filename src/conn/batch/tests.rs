@@ -92,13 +92,9 @@ fn a_batch_command_carries_each_operations_keys_and_arguments() {
         b"k",
         b"l",
         b"2",
-        b"0",
-        b"1",
-        b"1",
+        &[0, 1, 1],
         b"acquire k",
-        b"0",
-        b"1",
-        b"1",
+        &[0, 1, 1],
         b"trim l",
     ];
     assert_eq!(words, expected);
@@ -114,4 +110,26 @@ fn nothing_leaves_while_every_flight_is_out() {
     state.queue.push(queued("k", "acquire k"));
     assert!(take_ready(&mut state).is_none());
     assert_eq!(state.queue.len(), 1);
+}
+
+#[test]
+fn only_calls_whose_counts_fit_a_header_byte_are_batched() {
+    let call = |nkeys: usize, nargs: usize| {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(scripts::LOCK.get_hash()).arg(nkeys);
+        (0..nkeys + nargs).for_each(|i| _ = cmd.arg(i));
+        parse(&cmd)
+    };
+    assert_eq!(
+        call(1, 2),
+        Some((1, 1)),
+        "lock.lua is the first batched script"
+    );
+    assert_eq!(call(255, 255), Some((1, 255)));
+    assert_eq!(call(256, 0), None, "256 keys");
+    assert_eq!(call(1, 256), None, "256 arguments");
+    assert_eq!(call(0, 2), None, "no lock key");
+    let mut short = redis::cmd("EVALSHA");
+    short.arg(scripts::LOCK.get_hash()).arg(3).arg("k");
+    assert_eq!(parse(&short), None, "fewer keys than it says");
 }
