@@ -2,10 +2,12 @@
 -- EVALSHA), each exactly as its own script would run it. Not a Redisson script: it leaves the
 -- same data, channels and messages as the scripts it carries, one after the other.
 --
--- The client prepends one function per script a batch may carry, built from the script files
--- themselves (src/scripts/mod.rs, `batch_source`):
---     OPS[i] = function(k, a) <body of lua/<script>.lua> end
--- with each `KEYS[n]` of the body read as `KEYS[k + n]` and each `ARGV[n]` as `ARGV[a + n]`,
+-- The client prepends one function with a branch per script a batch may carry, built from the
+-- script files themselves (src/scripts/mod.rs, `batch_source`):
+--     local function OP(op, k, a)
+--     if op == 1 then <body of lua/lock.lua> elseif op == 2 then <body of lua/unlock.lua> ...
+--     end end
+-- with each `KEYS[n]` of a body read as `KEYS[k + n]` and each `ARGV[n]` as `ARGV[a + n]`,
 -- so each operation's logic exists once, in its own file, and reads its keys and arguments
 -- where they are in this call's KEYS and ARGV (no copy into tables of its own).
 --
@@ -21,7 +23,7 @@ local byte = string.byte
 local k, a = 0, 2
 for i = 1, tonumber(ARGV[1]) do
     local op, nkeys, nargs = byte(ARGV[a], 1, 3)
-    local ok, reply = pcall(OPS[op], k, a)
+    local ok, reply = pcall(OP, op, k, a)
     if not ok then
         if type(reply) == 'table' then
             replies[i] = reply

@@ -113,14 +113,18 @@ static BATCHED: LazyLock<[(&'static Script, &'static str); 9]> = LazyLock::new(|
 pub(crate) static BATCH: LazyLock<Script> = LazyLock::new(|| Script::new(&batch_source()));
 
 fn batch_source() -> String {
-    let mut src = String::from("local OPS = {}\n");
+    // One function (one closure per call, not one per script) whose branch `op == i` is the
+    // body of the i-th script: a body's `return` ends its branch's block, as Lua requires.
+    let mut src = String::from("local function OP(op, k, a)\n");
     for (i, (_, body)) in BATCHED.iter().enumerate() {
+        let branch = if i == 0 { "if" } else { "elseif" };
         src.push_str(&format!(
-            "OPS[{}] = function(k, a)\n{}\nend\n",
+            "{branch} op == {} then\n{}\n",
             i + 1,
             at_offsets(body)
         ));
     }
+    src.push_str("else\nreturn redis.error_reply('ERR unknown batch operation')\nend\nend\n");
     src.push_str(include_str!("../../lua/batch.lua"));
     src
 }
