@@ -178,8 +178,12 @@ pub async fn kill_and_resubscribe(
     );
 }
 
-/// Whether a script call is running (or held by `CLIENT PAUSE`) on `server`, seen in
-/// `CLIENT LIST`, within a generous bound.
+/// Whether a script call is held by `CLIENT PAUSE` on `server`: a client blocked (flag `b`)
+/// on `EVALSHA` or `EVAL` in `CLIENT LIST`, within a generous bound. `cmd=` alone is a
+/// client's *last* command, so a connection that ran any script before (a fixture's set-up)
+/// would pass for parked before the call under test was even sent (the cause of a rare
+/// failure of `semaphore::permits_taken_for_a_dropped_acquire_are_given_back`: the acquire
+/// was aborted before it was sent, and nothing was given back because nothing was taken).
 pub async fn script_parked(server: &TestServer) -> bool {
     super::eventually(std::time::Duration::from_secs(15), || async {
         let list: String = redis::cmd("CLIENT")
@@ -187,7 +191,15 @@ pub async fn script_parked(server: &TestServer) -> bool {
             .query_async(&mut server.conn().await)
             .await
             .unwrap();
-        list.contains("cmd=evalsha") || list.contains("cmd=eval ")
+        list.lines().any(|client| {
+            let field = |name: &str| {
+                client
+                    .split(' ')
+                    .find_map(|f| f.strip_prefix(name))
+                    .unwrap_or_default()
+            };
+            field("flags=").contains('b') && matches!(field("cmd="), "evalsha" | "eval")
+        })
     })
     .await
 }
