@@ -11,15 +11,24 @@
 --
 -- Returns: nil when the owner holds no read hold; 0 the lock is still
 -- held (by other readers, or by the same owner's write hold); 1 the lock was deleted and published.
+--
+-- The owner's last read hold (the value is exactly `1`) is removed without decrementing it first:
+-- the field is deleted either way, so the `hincrby` to 0 that Redisson's script runs there is
+-- skipped (as in lua/unlock.lua); the field is read with `hget` where Redisson's checks it with
+-- `hexists` (one call either way).
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call(ARGV[3], KEYS[2], ARGV[1])
     return nil
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local held = redis.call('hget', KEYS[1], ARGV[2])
+if held == false then
     return nil
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+local count = 0
+if held ~= '1' then
+    count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+end
 if count == 0 then
     redis.call('hdel', KEYS[1], ARGV[2])
 end

@@ -234,6 +234,8 @@ async fn the_last_release_deletes_without_decrementing() {
     last_release_skips_the_decrement(client.get_fair_lock("conf:last-fair"), &mut raw, "del").await;
     let rw = client.get_read_write_lock("conf:last-rw");
     last_release_skips_the_decrement(rw.write_lock(), &mut raw, "hdel").await;
+    let rw = client.get_read_write_lock("conf:last-read");
+    last_release_skips_the_decrement(rw.read_lock(), &mut raw, "hdel").await;
 }
 
 /// Commands the server ran since the last `CONFIG RESETSTAT`, by name.
