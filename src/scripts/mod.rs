@@ -135,34 +135,22 @@ fn batch_source() -> String {
 /// per operation than the script call the batch saves; docs/benchmarks.md). Every batched
 /// script reads its keys and arguments only by literal index, which a unit test checks.
 fn at_offsets(body: &str) -> String {
-    let mut out = String::with_capacity(body.len() + 64);
-    let mut rest = body;
-    while let Some(at) = rest.find(['K', 'A']) {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let offset = if rest.starts_with("KEYS[") {
-            "k"
-        } else if rest.starts_with("ARGV[") {
-            "a"
-        } else {
-            out.push_str(&rest[..1]);
-            rest = &rest[1..];
-            continue;
-        };
-        let digits = rest[5..].bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && rest[5 + digits..].starts_with(']') {
-            out.push_str(&rest[..5]);
-            out.push_str(offset);
-            out.push_str(" + ");
-            out.push_str(&rest[5..5 + digits]);
-            rest = &rest[5 + digits..];
-        } else {
-            out.push_str(&rest[..5]);
-            rest = &rest[5..];
-        }
-    }
-    out.push_str(rest);
-    out
+    [("KEYS[", "k + "), ("ARGV[", "a + ")].into_iter().fold(
+        body.to_owned(),
+        |src, (open, offset)| {
+            let mut parts = src.split(open);
+            let mut out = parts.next().unwrap_or_default().to_owned();
+            for part in parts {
+                out.push_str(open);
+                let digits = part.bytes().take_while(u8::is_ascii_digit).count();
+                if digits > 0 && part[digits..].starts_with(']') {
+                    out.push_str(offset);
+                }
+                out.push_str(part);
+            }
+            out
+        },
+    )
 }
 
 /// The batch function index (from 1) of the script whose SHA1 is `sha`, when a batch may carry
@@ -350,9 +338,6 @@ pub(crate) use sync::*;
 
 #[cfg(test)]
 mod tests {
-    /// Pins every script's SHA1 (`lua/SHA1SUMS`, checkable with `cd lua && sha1sum -c
-    /// SHA1SUMS`): editing a Redisson-compatible script must be deliberate, and must come with a
-    /// reviewed update of that file.
     /// A batched script reads its keys and arguments by literal index only (`KEYS[2]`, not
     /// `KEYS[i]` or `#ARGV`): the batch rewrites those to offsets into its own call.
     #[test]
@@ -377,6 +362,9 @@ mod tests {
         );
     }
 
+    /// Pins every script's SHA1 (`lua/SHA1SUMS`, checkable with `cd lua && sha1sum -c
+    /// SHA1SUMS`): editing a Redisson-compatible script must be deliberate, and must come with a
+    /// reviewed update of that file.
     #[test]
     fn script_hashes_are_pinned() {
         let pinned: Vec<(&str, &str)> = include_str!("../../lua/SHA1SUMS")

@@ -322,57 +322,46 @@ async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
 #[derive(Clone, Copy)]
 enum Step {
     Read(u64),
-    Write(usize),
-    Fenced(usize),
-    Reentrant(usize),
+    Write(u64),
+    Fenced(u64),
+    Reentrant(u64),
     ReadRelease(u64),
-    WriteRelease(usize),
-    FencedRelease(usize),
-    ReentrantRelease(usize),
+    WriteRelease(u64),
+    FencedRelease(u64),
+    ReentrantRelease(u64),
+}
+
+/// Takes `lock` for [`LEASE`] and keeps it (the snapshot reads what it left).
+async fn take<K: redisson_lock::LockKind>(lock: redisson_lock::Lock<K>) -> Result<(), LockError> {
+    lock.lock_with_lease(LEASE).await.map(|g| g.detach())
 }
 
 async fn run_step(client: Client, p: String, step: Step) {
+    use Step::*;
     let owner = |i: u64| LockOwner::new(2_000 + i);
-    let rw = client.get_read_write_lock(format!("{p}:rw"));
-    let r = match step {
-        Step::Read(i) => rw
-            .read_lock()
-            .with_owner(owner(i))
-            .lock_with_lease(LEASE)
-            .await
-            .map(|g| g.detach()),
-        Step::Write(i) => client
-            .get_read_write_lock(format!("{p}:w{i}"))
-            .write_lock()
-            .with_owner(owner(0))
-            .lock_with_lease(LEASE)
-            .await
-            .map(|g| g.detach()),
-        Step::Fenced(i) => client
+    let read = |i| {
+        let rw = client.get_read_write_lock(format!("{p}:rw"));
+        rw.read_lock().with_owner(owner(i))
+    };
+    let write = |i| {
+        let rw = client.get_read_write_lock(format!("{p}:w{i}"));
+        rw.write_lock().with_owner(owner(0))
+    };
+    let fenced = |i| {
+        client
             .get_fenced_lock(format!("{p}:f{i}"))
             .with_owner(owner(0))
-            .lock_with_lease(LEASE)
-            .await
-            .map(|g| g.detach()),
-        Step::Reentrant(i) => client
-            .get_lock(format!("{p}:r{i}"))
-            .with_owner(owner(0))
-            .lock_with_lease(LEASE)
-            .await
-            .map(|g| g.detach()),
-        Step::ReadRelease(i) => rw.read_lock().with_owner(owner(i)).unlock().await,
-        Step::WriteRelease(i) => {
-            let w = client.get_read_write_lock(format!("{p}:w{i}")).write_lock();
-            w.with_owner(owner(0)).unlock().await
-        }
-        Step::FencedRelease(i) => {
-            let f = client.get_fenced_lock(format!("{p}:f{i}"));
-            f.with_owner(owner(0)).unlock().await
-        }
-        Step::ReentrantRelease(i) => {
-            let l = client.get_lock(format!("{p}:r{i}"));
-            l.with_owner(owner(0)).unlock().await
-        }
+    };
+    let reentrant = |i| client.get_lock(format!("{p}:r{i}")).with_owner(owner(0));
+    let r = match step {
+        Read(i) => take(read(i)).await,
+        Write(i) => take(write(i)).await,
+        Fenced(i) => take(fenced(i)).await,
+        Reentrant(i) => take(reentrant(i)).await,
+        ReadRelease(i) => read(i).unlock().await,
+        WriteRelease(i) => write(i).unlock().await,
+        FencedRelease(i) => fenced(i).unlock().await,
+        ReentrantRelease(i) => reentrant(i).unlock().await,
     };
     r.unwrap_or_else(|e| panic!("{p}: a step failed: {e}"));
 }
@@ -414,14 +403,7 @@ async fn scenario(server: &TestServer, client: &Client, p: &str) -> Vec<Vec<Stri
     use Step::*;
     let phases: Vec<Vec<Step>> = vec![
         (0..8)
-            .flat_map(|i| {
-                [
-                    Read(i),
-                    Write(i as usize),
-                    Fenced(i as usize),
-                    Reentrant(i as usize),
-                ]
-            })
+            .flat_map(|i| [Read(i), Write(i), Fenced(i), Reentrant(i)])
             .collect(),
         (0..4)
             .map(ReadRelease)
