@@ -26,6 +26,8 @@ mod fault_server;
 mod fault_soak;
 mod faults;
 mod fenced_lock;
+// The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
+mod java;
 mod latches;
 mod leases;
 mod multi_lock;
