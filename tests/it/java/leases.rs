@@ -129,6 +129,11 @@ async fn rust_short_leases_never_shorten_a_java_hold() {
             .lock_with_lease(Duration::from_millis(300))
             .await
             .unwrap();
+        let left = pttl(&mut raw, &name).await;
+        assert!(
+            left > 25_000,
+            "{v}: after the Rust re-entry the key has {left} ms left"
+        );
         inner.unlock().await.unwrap();
         outer.unlock().await.unwrap();
         let left = pttl(&mut raw, &name).await;
