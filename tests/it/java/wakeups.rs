@@ -14,6 +14,12 @@ pub const HOLDER_LEASE: Duration = Duration::from_secs(60);
 /// A woken waiter must have the lock within this bound after the release.
 pub const WOKEN_WITHIN: Duration = Duration::from_secs(20);
 
+/// After the subscription shows, the time a waiter gets to make its attempt after subscribing
+/// and go to sleep on the message. Not a timing claim: a correct crate passes without it; it
+/// keeps a release that sends no (or a wrong) message from passing by luck, when it lands
+/// between the waiter's SUBSCRIBE and its next attempt (seen with a cold JVM).
+const SETTLE: Duration = Duration::from_secs(1);
+
 /// Waits until `n` clients are subscribed to the lock's unlock channel (the waiter parked).
 pub async fn parked(server: &TestServer, name: &str, n: i64) {
     assert!(
@@ -21,6 +27,7 @@ pub async fn parked(server: &TestServer, name: &str, n: i64) {
         "no waiter parked on {}",
         channel(name)
     );
+    tokio::time::sleep(SETTLE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
