@@ -39,6 +39,7 @@ mod rlock;
 mod rwlock;
 mod semaphore;
 mod sentinel;
+mod server_clock;
 mod spin_lock;
 mod wakeups;
 mod watchdog;

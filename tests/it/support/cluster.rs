@@ -1,14 +1,15 @@
 //! Real Redis Cluster and Sentinel deployments on loopback ports, for the topology tests.
 //!
 //! `TestCluster`: 3 masters (optionally with one replica each) made with
-//! `redis-server --cluster-enabled yes` and `redis-cli --cluster create`.
+//! `redis-server --cluster-enabled yes` and `redis-cli --cluster create` (or Valkey's
+//! `valkey-server` and `valkey-cli`: `family.rs`).
 //! `TestSentinel`: a master, a replica and 3 sentinels (`redis-server <conf> --sentinel`).
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{free_port, redis_server_bin, wait_ready, INSTALL_HINT};
+use super::{family, free_port, redis_cli_bin, redis_server_bin, wait_ready, INSTALL_HINT};
 
 /// A port `p` such that both `p` and the cluster bus port `p + 10000` are free.
 fn free_cluster_port() -> u16 {
@@ -47,6 +48,7 @@ impl Node {
     }
 
     fn start(&mut self) {
+        family();
         let mut cmd = Command::new(redis_server_bin());
         let conf = self.dir.path().join("node.conf");
         if conf.exists() {
@@ -155,7 +157,8 @@ impl TestCluster {
                 )
             })
             .collect();
-        let mut create = Command::new("redis-cli");
+        let cli = redis_cli_bin();
+        let mut create = Command::new(&cli);
         create.arg("--cluster").arg("create");
         for n in &nodes {
             create.arg(n.addr());
@@ -166,8 +169,10 @@ impl TestCluster {
             .arg("--cluster-yes")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let status = create.status().expect("redis-cli --cluster create");
-        assert!(status.success(), "redis-cli --cluster create failed");
+        let status = create
+            .status()
+            .unwrap_or_else(|e| panic!("{cli} --cluster create: {e}"));
+        assert!(status.success(), "{cli} --cluster create failed");
         let cluster = TestCluster { nodes };
         assert!(
             wait_until(Duration::from_secs(30), || cluster.is_ok(replicas)),

@@ -1,9 +1,10 @@
-//! Test harness: real `redis-server` processes on free loopback ports, each in its own temp
+//! Test harness: real `redis-server` (or `valkey-server`, `family.rs`) processes on free loopback ports, each in its own temp
 //! directory, killed on drop. No fake Redis anywhere.
 #![allow(dead_code)]
 
 pub mod checker;
 pub mod cluster;
+pub mod family;
 pub mod probes;
 pub mod proxy;
 pub mod redisson;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use family::{family, is_valkey, redis_cli_bin, redis_server_bin};
 pub use probes::*;
 use redisson_lock::{Client, Config, CountDownLatch, PermitExpirableSemaphore, Semaphore};
 pub use waiters::*;
@@ -47,11 +49,8 @@ pub fn faketime_lib() -> Option<String> {
 /// How to get `redis-server` when it is missing.
 pub const INSTALL_HINT: &str =
     "redis-server not found: install it with `apt-get update && apt-get install -y redis-server` \
-     (or set REDIS_SERVER_BIN to its path)";
-
-pub fn redis_server_bin() -> String {
-    std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_owned())
-}
+     (or set REDIS_SERVER_BIN to its path; REDISSON_LOCK_SERVER=valkey after scripts/ensure-valkey \
+     runs the suite on Valkey)";
 
 /// A free loopback port (bound, then released for a server to take).
 fn free_port() -> u16 {
@@ -99,6 +98,8 @@ impl TestServer {
     }
 
     fn spawn_on(&mut self, port: u16) {
+        // Reads (and prints, once per run) which server family this run uses.
+        family();
         let mut last_err = None;
         for _ in 0..5 {
             let mut cmd = Command::new(redis_server_bin());
