@@ -60,13 +60,19 @@ impl Client {
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
-        let mut conn = Conn::connect(&config).await.map_err(auth_error)?;
+        let mut conn = match Conn::connect(&config).await {
+            Ok(conn) => conn,
+            Err(e) => return Err(crate::tls::connect_error(auth_error(e), &config).await),
+        };
         // A server that wants a password accepts the connection and refuses every command:
-        // find out now, not at the first lock call.
-        redis::cmd("PING")
+        // find out now, not at the first lock call. (A TLS server that wants a client
+        // certificate it was not given says so at the first reply too.)
+        if let Err(e) = redis::cmd("PING")
             .query_async::<redis::Value>(&mut conn)
             .await
-            .map_err(|e| auth_error(e.into()))?;
+        {
+            return Err(crate::tls::connect_error(auth_error(e.into()), &config).await);
+        }
         crate::scripts::preload(&conn).await;
         if let Some(aof) = config.aof_sync() {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
@@ -96,7 +102,7 @@ impl Client {
             _ => false,
         };
         let source = match config.topology() {
-            Topology::Single { url } => Source::Fixed(redis::Client::open(url.as_str())?),
+            Topology::Single { url } => Source::Fixed(Box::new(config.redis_client(url)?)),
             Topology::Cluster { nodes } => Source::Cluster {
                 nodes: nodes.clone(),
                 sharded,

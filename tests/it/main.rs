@@ -38,5 +38,6 @@ mod rwlock;
 mod semaphore;
 mod sentinel;
 mod spin_lock;
+mod tls;
 mod wakeups;
 mod watchdog;

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod probes;
 pub mod proxy;
 pub mod redisson;
+pub mod tls;
 pub mod waiters;
 
 use std::net::TcpListener;
