@@ -73,6 +73,32 @@ impl Client {
         {
             return Err(crate::tls::connect_error(auth_error(e.into()), &config).await);
         }
+        // A user whose ACL lacks what every lock needs finds out now, with the server naming
+        // the command (docs/locks.md, "Least privilege"): `SCRIPT LOAD` (after a restart or
+        // failover the scripts are loaded again) and `EVALSHA`, both tried on a script that
+        // touches nothing. Keys and channels depend on the lock names: those are refused at
+        // the lock call, before anything is acquired.
+        let probe = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("return 1")
+            .query_async::<redis::Value>(&mut conn)
+            .await;
+        let probe = match probe {
+            Ok(_) => {
+                redis::cmd("EVALSHA")
+                    .arg("e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+                    .arg(0)
+                    .query_async::<redis::Value>(&mut conn)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = probe {
+            // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
+            if e.code() == Some("NOPERM") {
+                return Err(LockError::Redis(e));
+            }
+        }
         crate::scripts::preload(&conn).await;
         if let Some(aof) = config.aof_sync() {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
@@ -102,7 +128,7 @@ impl Client {
             _ => false,
         };
         let source = match config.topology() {
-            Topology::Single { url } => Source::Fixed(Box::new(config.redis_client(url)?)),
+            Topology::Single { url } => Source::Fixed(Box::new(config.redis_client(url.as_str())?)),
             Topology::Cluster { nodes } => Source::Cluster {
                 nodes: nodes.clone(),
                 sharded,

@@ -350,8 +350,9 @@ impl Config {
         &self.tls
     }
 
-    /// A redis-rs client for `url` with this configuration's TLS settings, for connections of
-    /// your own beside the client's (the operator CLI uses it for per-node connections).
+    /// A redis-rs client for `url` (a URL or redis-rs connection settings) with this
+    /// configuration's TLS settings, for connections of your own beside the client's (the
+    /// operator CLI uses it for per-node connections).
     ///
     /// ```
     /// let config = redisson_lock::Config::new("redis://127.0.0.1:6379/");
@@ -362,8 +363,20 @@ impl Config {
     ///
     /// [`LockError::InvalidUrl`] for a URL that does not parse (or the cases
     /// [`Config::with_tls`] refuses), [`LockError::Tls`] for an unreadable certificate.
-    pub fn redis_client(&self, url: &str) -> Result<redis::Client> {
-        crate::tls::client(crate::tls::connection_info(url, &self.tls)?, &self.tls)
+    pub fn redis_client(&self, url: impl redis::IntoConnectionInfo) -> Result<redis::Client> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| LockError::InvalidUrl {
+                url: String::from("(redis-rs connection settings)"),
+                reason: e.to_string(),
+            })?;
+        let shown = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
+            other => other.to_string(),
+        };
+        let info = crate::tls::check(info, &shown, &self.tls)?;
+        crate::tls::client(info, &self.tls)
     }
 
     /// A redis-rs cluster client builder for `nodes` with this configuration's TLS settings

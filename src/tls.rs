@@ -145,6 +145,7 @@ impl Tls {
 
 /// PEM data read from a [`Tls`], ready for redis-rs.
 #[derive(Clone)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 pub(crate) struct Certs {
     root: Option<Vec<u8>>,
     client: Option<(Vec<u8>, Vec<u8>)>,
@@ -153,13 +154,25 @@ pub(crate) struct Certs {
 /// Parses `url` for a client with these TLS settings: refuses the `#insecure` fragment, TLS
 /// settings on a plain `redis://` URL, and `rediss://` in a build without the `tls` feature.
 pub(crate) fn connection_info(url: &str, tls: &Tls) -> Result<ConnectionInfo, LockError> {
-    let bad = |reason: &str| LockError::InvalidUrl {
-        url: crate::config::redact(url),
-        reason: reason.to_owned(),
-    };
     let info = url
         .into_connection_info()
-        .map_err(|e| bad(&e.to_string()))?;
+        .map_err(|e| LockError::InvalidUrl {
+            url: crate::config::redact(url),
+            reason: e.to_string(),
+        })?;
+    check(info, &crate::config::redact(url), tls)
+}
+
+/// [`connection_info`] for parsed settings; `shown`: the address for messages.
+pub(crate) fn check(
+    info: ConnectionInfo,
+    shown: &str,
+    tls: &Tls,
+) -> Result<ConnectionInfo, LockError> {
+    let bad = |reason: &str| LockError::InvalidUrl {
+        url: shown.to_owned(),
+        reason: reason.to_owned(),
+    };
     match info.addr() {
         ConnectionAddr::TcpTls { insecure: true, .. } => Err(bad(
             "the #insecure fragment is not accepted: use \

@@ -64,7 +64,7 @@ impl Conn {
     pub(crate) async fn connect(config: &Config) -> Result<Conn, LockError> {
         let kind = match config.topology() {
             Topology::Single { url } => {
-                let client = config.redis_client(url)?;
+                let client = config.redis_client(url.as_str())?;
                 Kind::Single(manager(client, config).await?)
             }
             Topology::Cluster { nodes } => {

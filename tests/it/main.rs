@@ -5,6 +5,7 @@
 mod multi_support;
 mod support;
 
+mod acl;
 mod aof;
 mod batching;
 #[cfg(feature = "blocking")]

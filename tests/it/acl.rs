@@ -1,0 +1,159 @@
+//! Least privilege (issue 21): the crate as a user restricted by the ACL rule of docs/locks.md
+//! ("Least privilege"), on a real server (Redis or Valkey); a user lacking one permission gets
+//! an error naming it, at connect where that can be known, and holds nothing; usernames in
+//! URLs; passwords in no error.
+
+use std::time::Duration;
+
+use redisson_lock::{Client, Config};
+
+use crate::support::TestServer;
+
+/// The rule of docs/locks.md for lock names under `orders:` (keep the two in step).
+pub const LOCK_ONLY_RULE: &str = "on >locker-pw resetkeys resetchannels -@all \
+    +ping +hello +script|load +evalsha +subscribe +unsubscribe +ssubscribe +sunsubscribe \
+    +publish +spublish +info +wait +cluster|slots +cluster|shards +pubsub|shardnumsub \
+    +del +unlink +get +set +type +exists +pttl +pexpire +incr +incrby +decr +decrby \
+    +hset +hget +hincrby +hexists +hdel +hlen +hkeys +rpush +lindex +lpop +lrange +lrem \
+    +zadd +zincrby +zrange +zrangebyscore +zrem +zscore \
+    ~orders:* ~{orders:* ~redisson_*{orders:* &redisson_*{orders:*";
+
+/// Creates user `name` with `rule` (the default user stays all-powerful for inspection).
+async fn set_user(server: &TestServer, name: &str, rule: &str) {
+    let mut raw = server.conn().await;
+    let mut cmd = redis::cmd("ACL");
+    cmd.arg("SETUSER").arg(name);
+    for part in rule.split_whitespace() {
+        cmd.arg(part);
+    }
+    let _: () = cmd.query_async(&mut raw).await.unwrap();
+}
+
+fn url(server: &TestServer, user: &str) -> String {
+    format!("redis://{user}:locker-pw@127.0.0.1:{}/", server.port)
+}
+
+#[tokio::test]
+async fn a_lock_only_user_runs_every_kind_and_waits() {
+    let server = TestServer::start();
+    set_user(&server, "locker", LOCK_ONLY_RULE).await;
+    let config = Config::new(url(&server, "locker"));
+    let a = Client::with_config(config.clone()).await.unwrap();
+    let b = Client::with_config(config).await.unwrap();
+
+    let held = a.get_lock("orders:1").lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = b.get_lock("orders:1");
+        async move { lock.try_lock_for(Duration::from_secs(60)).await }
+    });
+    for _ in 0..1000 {
+        if b.stats().subscribed_channels > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held.unlock().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap().expect("woken");
+    guard.unlock().await.unwrap();
+
+    a.get_fair_lock("orders:fair")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let rw = a.get_read_write_lock("orders:rw");
+    rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
+    rw.write_lock()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    a.get_fenced_lock("orders:fenced")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    a.get_spin_lock("orders:spin")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let sem = a.get_semaphore("orders:sem");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    sem.acquire(1).await.unwrap();
+    sem.release(1).await.unwrap();
+    let latch = a.get_count_down_latch("orders:latch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    let permits = a.get_permit_expirable_semaphore("orders:permits");
+    assert!(permits.try_set_permits(1).await.unwrap());
+    let id = permits.acquire(None).await.unwrap();
+    permits.release(&id).await.unwrap();
+
+    // Outside its key patterns the user is refused before anything is written.
+    let e = a.get_lock("payments:1").try_lock().await.unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    let mut raw = server.conn().await;
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("payments:1")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(!exists);
+}
+
+/// A user lacking the pattern of Redisson's related keys (`redisson_lock_queue:{name}`...):
+/// a fair lock is refused with `NOPERM` before its script runs, and nothing is acquired.
+/// (A user lacking the channel pattern is not covered: the subscriber treats the refused
+/// `SUBSCRIBE` as a broken connection and the wait ends without the lock rather than with an
+/// error; see the report of issue 21.)
+#[tokio::test]
+async fn a_user_without_the_related_keys_gets_noperm_and_holds_nothing() {
+    let server = TestServer::start();
+    let rule = LOCK_ONLY_RULE.replace(" ~redisson_*{orders:*", "");
+    set_user(&server, "nokeys", &rule).await;
+    let client = Client::connect(&url(&server, "nokeys")).await.unwrap();
+    let e = client
+        .get_fair_lock("orders:7")
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(e.to_string().contains("keys"), "{e}");
+    let mut raw = server.conn().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "left behind: {keys:?}");
+}
+
+#[tokio::test]
+async fn a_user_without_evalsha_is_refused_at_connect() {
+    let server = TestServer::start();
+    let rule = LOCK_ONLY_RULE.replace(" +evalsha", "");
+    set_user(&server, "noeval", &rule).await;
+    let e = Client::connect(&url(&server, "noeval")).await.unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(e.to_string().contains("evalsha"), "{e}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_never_shows_it() {
+    let server = TestServer::start();
+    set_user(&server, "locker", LOCK_ONLY_RULE).await;
+    let bad = format!("redis://locker:not-the-pw-42@127.0.0.1:{}/", server.port);
+    let e = Client::connect(&bad).await.unwrap_err();
+    assert!(e.is_auth(), "{e:?}");
+    assert!(!e.to_string().contains("not-the-pw-42"), "{e}");
+    assert!(!format!("{e:?}").contains("not-the-pw-42"), "{e:?}");
+}
