@@ -62,7 +62,11 @@ impl Client {
         config.validate()?;
         let mut conn = match Conn::connect(&config).await {
             Ok(conn) => conn,
-            Err(e) => return Err(crate::tls::connect_error(auth_error(e), &config).await),
+            Err(e) => {
+                return Err(
+                    crate::tls::connect_error(auth_error(e), config.url(), config.tls()).await,
+                )
+            }
         };
         // A server that wants a password accepts the connection and refuses every command:
         // find out now, not at the first lock call. (A TLS server that wants a client
@@ -71,7 +75,12 @@ impl Client {
             .query_async::<redis::Value>(&mut conn)
             .await
         {
-            return Err(crate::tls::connect_error(auth_error(e.into()), &config).await);
+            return Err(crate::tls::connect_error(
+                auth_error(e.into()),
+                config.url(),
+                config.tls(),
+            )
+            .await);
         }
         // A user whose ACL lacks what every lock needs finds out now, with the server naming
         // the command (docs/locks.md, "Least privilege"): `SCRIPT LOAD` (after a restart or

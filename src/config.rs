@@ -561,13 +561,7 @@ impl Config {
     }
 }
 
-/// `url` with any password replaced by `***`, for messages and `Debug`.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
-    }
-}
+pub(crate) use crate::tls::redact;
 
 /// Every URL of a topology must parse, before anything connects.
 fn check_urls(topology: &Topology, tls: &Tls) -> Result<()> {

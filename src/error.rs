@@ -74,6 +74,18 @@ pub enum LockError {
         /// What went wrong, with the driver's words.
         reason: String,
     },
+    /// The server's ACL refused this user the channel a waiting call subscribes to (`NOPERM` on
+    /// `SUBSCRIBE` or `SSUBSCRIBE`). No release could wake the call, so it ends with this error
+    /// instead of waiting; it holds nothing (a fair-lock waiter leaves the queue). The user needs
+    /// the channel patterns of docs/locks.md, "Least privilege". `is_permission_denied()` is
+    /// `true`.
+    #[error("the server refused this user the channel `{channel}` (grant it with a `&` channel pattern): {detail}")]
+    ChannelDenied {
+        /// The channel that was refused.
+        channel: String,
+        /// The server's words.
+        detail: String,
+    },
     /// The key exists but is not a lock (it holds another Redis type).
     #[error("key `{key}` holds a value that is not a lock (WRONGTYPE)")]
     WrongType {
@@ -155,10 +167,15 @@ impl LockError {
         matches!(self, LockError::Tls { .. })
     }
 
-    /// `true` when the server's ACL refused a command, key or channel to this user (`NOPERM`);
-    /// the message names what was refused (docs/locks.md, "Least privilege").
+    /// `true` when the server's ACL refused a command, key or channel to this user (`NOPERM`,
+    /// or [`LockError::ChannelDenied`]); the message names what was refused (docs/locks.md,
+    /// "Least privilege").
     pub fn is_permission_denied(&self) -> bool {
-        matches!(self, LockError::Redis(e) if e.code() == Some("NOPERM"))
+        match self {
+            LockError::Redis(e) => e.code() == Some("NOPERM"),
+            LockError::ChannelDenied { .. } => true,
+            _ => false,
+        }
     }
 
     /// `true` for [`LockError::Quorum`].

@@ -14,6 +14,14 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use crate::error::LockError;
 
+/// `url` with any password replaced by `***`, for messages and `Debug`.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
 /// PEM data, given inline or as a file read at connect.
 #[derive(Clone)]
 enum Pem {
@@ -157,10 +165,10 @@ pub(crate) fn connection_info(url: &str, tls: &Tls) -> Result<ConnectionInfo, Lo
     let info = url
         .into_connection_info()
         .map_err(|e| LockError::InvalidUrl {
-            url: crate::config::redact(url),
+            url: redact(url),
             reason: e.to_string(),
         })?;
-    check(info, &crate::config::redact(url), tls)
+    check(info, &redact(url), tls)
 }
 
 /// [`connection_info`] for parsed settings; `shown`: the address for messages.
@@ -357,13 +365,13 @@ pub(crate) fn sentinel_client(
 /// URL, a TLS-only port behind `redis://`), with the (redacted) URL. Other errors pass as they
 /// are. Never retries: it only reads the error (and, after a timeout on `rediss://`, tries a
 /// bare TCP connect to tell "unreachable" from "no TLS here").
-pub(crate) async fn connect_error(e: LockError, config: &crate::Config) -> LockError {
-    let url = crate::config::redact(config.url());
-    let secure = connection_info(config.url(), config.tls())
+pub(crate) async fn connect_error(e: LockError, url: &str, settings: &Tls) -> LockError {
+    let shown = redact(url);
+    let secure = connection_info(url, settings)
         .map(|i| is_tls(&i))
         .unwrap_or(false);
     let tls = |reason: String| LockError::Tls {
-        url: url.clone(),
+        url: shown.clone(),
         reason,
     };
     match e {
@@ -380,7 +388,10 @@ pub(crate) async fn connect_error(e: LockError, config: &crate::Config) -> LockE
             ];
             if secure && tls_words.iter().any(|w| text.contains(w)) {
                 tls(text)
-            } else if secure && crate::error::is_connection_error(&e) && listening(config).await {
+            } else if secure
+                && crate::error::is_connection_error(&e)
+                && listening(url, settings).await
+            {
                 tls(format!(
                     "no TLS session could be set up ({text}): does this port speak TLS? \
                      (a plain-text server behind rediss://?)"
@@ -398,18 +409,20 @@ pub(crate) async fn connect_error(e: LockError, config: &crate::Config) -> LockE
                 LockError::Redis(e)
             }
         }
-        LockError::Timeout { what, waited } if secure && listening(config).await => tls(format!(
-            "{what} did not complete within {waited:?}: no TLS handshake; the server may not \
+        LockError::Timeout { what, waited } if secure && listening(url, settings).await => {
+            tls(format!(
+                "{what} did not complete within {waited:?}: no TLS handshake; the server may not \
              speak TLS on this port (a plain-text server behind rediss://?)"
-        )),
+            ))
+        }
         e => e,
     }
 }
 
 /// Whether the configured address accepts a TCP connection (within a second): a TLS session
 /// that failed there failed for want of TLS, not of a server.
-async fn listening(config: &crate::Config) -> bool {
-    let Ok(info) = connection_info(config.url(), config.tls()) else {
+async fn listening(url: &str, settings: &Tls) -> bool {
+    let Ok(info) = connection_info(url, settings) else {
         return false;
     };
     let (host, port) = match info.addr() {

@@ -112,9 +112,6 @@ async fn a_lock_only_user_runs_every_kind_and_waits() {
 
 /// A user lacking the pattern of Redisson's related keys (`redisson_lock_queue:{name}`...):
 /// a fair lock is refused with `NOPERM` before its script runs, and nothing is acquired.
-/// (A user lacking the channel pattern is not covered: the subscriber treats the refused
-/// `SUBSCRIBE` as a broken connection and the wait ends without the lock rather than with an
-/// error; see the report of issue 21.)
 #[tokio::test]
 async fn a_user_without_the_related_keys_gets_noperm_and_holds_nothing() {
     let server = TestServer::start();
@@ -156,4 +153,117 @@ async fn a_wrong_password_never_shows_it() {
     assert!(e.is_auth(), "{e:?}");
     assert!(!e.to_string().contains("not-the-pw-42"), "{e}");
     assert!(!format!("{e:?}").contains("not-the-pw-42"), "{e:?}");
+}
+
+/// Polls `check` every 20 ms until it holds, for at most 30 s.
+async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..1500 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// A user lacking the channel pattern: a call that has to wait fails as soon as its
+/// subscription is refused, with an error naming the channel (not at its deadline, not without
+/// the lock as if it had timed out); the fair waiter leaves the queue; the subscriber does not
+/// reconnect over the refusal; once the channel is granted, the same client waits and is woken.
+#[tokio::test]
+async fn a_user_without_the_channel_pattern_gets_an_error_naming_the_channel() {
+    let server = TestServer::start();
+    let rule = LOCK_ONLY_RULE.replace(" &redisson_*{orders:*", "");
+    assert_ne!(rule, LOCK_ONLY_RULE);
+    set_user(&server, "nochan", &rule).await;
+    let admin = server.client().await;
+    let client = Client::connect(&url(&server, "nochan")).await.unwrap();
+    // Far beyond the time the refusal takes: a wait that runs to its deadline fails the test.
+    let patience = Duration::from_secs(120);
+
+    let held = admin.get_lock("orders:9").lock().await.unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(60),
+        client.get_lock("orders:9").try_lock_for(patience),
+    )
+    .await
+    .expect("the refusal must end the wait, not its deadline")
+    .unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(
+        e.to_string().contains("redisson_lock__channel:{orders:9}"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("NOPERM"), "{e}");
+
+    // The fair lock's per-waiter channel: refused too, and the waiter leaves the queue.
+    let fair_held = admin.get_fair_lock("orders:f9").lock().await.unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(60),
+        client.get_fair_lock("orders:f9").try_lock_for(patience),
+    )
+    .await
+    .expect("the refusal must end the fair wait")
+    .unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("redisson_lock__channel:{orders:f9}:"),
+        "{e}"
+    );
+    let mut raw = server.conn().await;
+    let mut queued = 1;
+    for _ in 0..1500 {
+        queued = redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{orders:f9}")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        if queued == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(queued, 0, "the refused fair waiter is still queued");
+
+    // A semaphore waits on its own channel: refused the same way.
+    // (Set up by the admin: `trySetPermits` publishes, which this user may not.)
+    assert!(admin
+        .get_semaphore("orders:sem9")
+        .try_set_permits(0)
+        .await
+        .unwrap());
+    let sem = client.get_semaphore("orders:sem9");
+    let e = tokio::time::timeout(Duration::from_secs(60), sem.try_acquire(1, patience))
+        .await
+        .expect("the refusal must end the semaphore wait")
+        .unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(e.to_string().contains("redisson_sc:{orders:sem9}"), "{e}");
+
+    // Nothing acquired: the holders' data only, unchanged.
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg("orders:9")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert!(!fields[0].starts_with(client.id()), "{fields:?}");
+
+    // One subscriber connection all along: a refusal is not a broken connection.
+    assert_eq!(client.stats().subscriber_connections, 1);
+
+    // Granted the channels, the same client waits and is woken by the release.
+    set_user(&server, "nochan", "&redisson_*{orders:*").await;
+    let waiter = tokio::spawn({
+        let lock = client.get_lock("orders:9");
+        async move { lock.try_lock_for(Duration::from_secs(60)).await }
+    });
+    let subscribed = eventually(|| client.stats().subscribed_channels > 0).await;
+    assert!(subscribed, "the waiter never subscribed");
+    held.unlock().await.unwrap();
+    let guard = waiter.await.unwrap().unwrap().expect("woken");
+    guard.unlock().await.unwrap();
+    fair_held.unlock().await.unwrap();
+    assert_eq!(client.stats().subscriber_connections, 1);
 }

@@ -14,6 +14,8 @@ mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(all(feature = "cli", feature = "tls"))]
+mod cli_tls;
 mod clock_steps;
 mod clocks;
 mod cluster;
