@@ -267,3 +267,87 @@ async fn a_user_without_the_channel_pattern_gets_an_error_naming_the_channel() {
     fair_held.unlock().await.unwrap();
     assert_eq!(client.stats().subscriber_connections, 1);
 }
+
+/// Every tracing event and span field, as text (`name=value`), for the test that looks for
+/// passwords in the crate's tracing output.
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Capture {
+    fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl tracing::field::Visit for Capture {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let line = format!("{}={value:?} ", field.name());
+        self.0.lock().unwrap().push_str(&line);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        span.record(&mut self.clone());
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        values.record(&mut self.clone());
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        event.record(&mut self.clone());
+        self.0.lock().unwrap().push('\n');
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The crate's tracing output (every level) never carries the password of the URL: not while
+/// a waiter's subscriber reconnects to a restarted server that refuses the user, nor while lock
+/// calls fail and are retried. (The runtime is single-threaded, so the thread's subscriber sees
+/// every task.)
+#[tokio::test]
+async fn tracing_never_shows_the_password() {
+    const PW: &str = "trace-pw-8812";
+    let capture = Capture::default();
+    let _default = tracing::subscriber::set_default(capture.clone());
+    let mut server = TestServer::start();
+    let rule = format!("on >{PW} +@all ~* &*");
+    set_user(&server, "tracer", &rule).await;
+    let url = format!("redis://tracer:{PW}@127.0.0.1:{}/", server.port);
+    let client = Client::connect(&url).await.unwrap();
+    let admin = server.client().await;
+    let _held = admin.get_lock("orders:t").lock().await.unwrap();
+    let waiter = tokio::spawn({
+        let lock = client.get_lock("orders:t");
+        async move { lock.try_lock_for(Duration::from_secs(60)).await }
+    });
+    let subscribed = eventually(|| client.stats().subscribed_channels > 0).await;
+    assert!(subscribed, "the waiter never subscribed");
+
+    // An empty server on the same port: the user is gone, so the subscriber's reconnects fail
+    // their authentication (and are logged) until the user is back.
+    server.restart();
+    let logged = eventually(|| capture.text().contains("subscriber connection failed")).await;
+    assert!(
+        logged,
+        "no reconnect failure was traced:\n{}",
+        capture.text()
+    );
+    set_user(&server, "tracer", &rule).await;
+    let reconnected = eventually(|| client.stats().subscriber_connections >= 2).await;
+    assert!(reconnected, "the subscriber did not come back");
+    let _ = waiter.await.unwrap();
+    let _ = Client::connect(&url.replace(PW, "wrong-pw")).await;
+
+    let text = capture.text();
+    assert!(
+        text.contains("error="),
+        "nothing traced with an error:\n{text}"
+    );
+    assert!(!text.contains(PW), "the password was traced:\n{text}");
+}
