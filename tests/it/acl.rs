@@ -351,3 +351,55 @@ async fn tracing_never_shows_the_password() {
     );
     assert!(!text.contains(PW), "the password was traced:\n{text}");
 }
+
+/// The same refusal on a cluster with sharded pub/sub (`SSUBSCRIBE`): an error naming the
+/// channel, no reconnect, nothing acquired.
+#[tokio::test]
+async fn a_cluster_user_without_the_channel_pattern_gets_an_error_naming_the_channel() {
+    let cluster = crate::support::cluster::TestCluster::start(0);
+    let rule = LOCK_ONLY_RULE.replace(" &redisson_*{orders:*", "");
+    for node in &cluster.nodes {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER").arg("nochan");
+        for part in rule.split_whitespace() {
+            cmd.arg(part);
+        }
+        let _: () = cmd.query(&mut node.conn()).unwrap();
+    }
+    let urls: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://nochan:locker-pw@127.0.0.1:{}/", n.port))
+        .collect();
+    let admin = Client::with_config(Config::cluster(cluster.urls()))
+        .await
+        .unwrap();
+    let client = Client::with_config(Config::cluster(urls)).await.unwrap();
+    assert!(
+        client.is_sharded_pubsub(),
+        "Redis 7+ clusters shard pub/sub"
+    );
+
+    let held = admin.get_lock("orders:c").lock().await.unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(60),
+        client
+            .get_lock("orders:c")
+            .try_lock_for(Duration::from_secs(120)),
+    )
+    .await
+    .expect("the refusal must end the wait, not its deadline")
+    .unwrap_err();
+    assert!(e.is_permission_denied(), "{e:?}");
+    assert!(
+        e.to_string().contains("redisson_lock__channel:{orders:c}"),
+        "{e}"
+    );
+    assert_eq!(client.stats().subscriber_connections, 1);
+    assert!(!client
+        .get_lock("orders:c")
+        .is_held_by_current()
+        .await
+        .unwrap());
+    held.unlock().await.unwrap();
+}
