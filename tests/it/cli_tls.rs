@@ -48,6 +48,10 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// `inspect` over mutual TLS as an ACL user: the CA by flag and by `REDIS_TLS_CA`; without the
+/// CA or without the client certificate a TLS error (exit 1) with the redacted URL; a
+/// certificate without its key is a usage error; the insecure switch; the same user on the
+/// plain port. No output or error carries the password.
 #[tokio::test]
 async fn cli_over_mutual_tls_as_an_acl_user() {
     require_tls!();
