@@ -60,13 +60,54 @@ impl Client {
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
-        let mut conn = Conn::connect(&config).await.map_err(auth_error)?;
+        let mut conn = match Conn::connect(&config).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                return Err(
+                    crate::tls::connect_error(auth_error(e), config.url(), config.tls()).await,
+                )
+            }
+        };
         // A server that wants a password accepts the connection and refuses every command:
-        // find out now, not at the first lock call.
-        redis::cmd("PING")
+        // find out now, not at the first lock call. (A TLS server that wants a client
+        // certificate it was not given says so at the first reply too.)
+        if let Err(e) = redis::cmd("PING")
             .query_async::<redis::Value>(&mut conn)
             .await
-            .map_err(|e| auth_error(e.into()))?;
+        {
+            return Err(crate::tls::connect_error(
+                auth_error(e.into()),
+                config.url(),
+                config.tls(),
+            )
+            .await);
+        }
+        // A user whose ACL lacks what every lock needs finds out now, with the server naming
+        // the command (docs/locks.md, "Least privilege"): `SCRIPT LOAD` (after a restart or
+        // failover the scripts are loaded again) and `EVALSHA`, both tried on a script that
+        // touches nothing. Keys and channels depend on the lock names: those are refused at
+        // the lock call, before anything is acquired.
+        let probe = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg("return 1")
+            .query_async::<redis::Value>(&mut conn)
+            .await;
+        let probe = match probe {
+            Ok(_) => {
+                redis::cmd("EVALSHA")
+                    .arg("e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+                    .arg(0)
+                    .query_async::<redis::Value>(&mut conn)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = probe {
+            // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
+            if e.code() == Some("NOPERM") {
+                return Err(LockError::Redis(e));
+            }
+        }
         crate::scripts::preload(&conn).await;
         if let Some(aof) = config.aof_sync() {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
@@ -96,7 +137,7 @@ impl Client {
             _ => false,
         };
         let source = match config.topology() {
-            Topology::Single { url } => Source::Fixed(redis::Client::open(url.as_str())?),
+            Topology::Single { url } => Source::Fixed(Box::new(config.redis_client(url.as_str())?)),
             Topology::Cluster { nodes } => Source::Cluster {
                 nodes: nodes.clone(),
                 sharded,

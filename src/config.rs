@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{LockError, Result};
+use crate::tls::Tls;
 
 /// Lease of a lock taken without an explicit lease, renewed every third of it (Redisson's
 /// `lockWatchdogTimeout`). Use the same value as your Java fleet.
@@ -48,8 +49,8 @@ pub struct AofSync {
     pub timeout: Duration,
 }
 
-/// Where the Redis deployment is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the Redis deployment is. Its `Debug` replaces passwords in URLs by `***`.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Topology {
     /// One server (it may have replicas).
@@ -69,6 +70,26 @@ pub enum Topology {
         /// The monitored master's name.
         master: String,
     },
+}
+
+impl std::fmt::Debug for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>();
+        match self {
+            Topology::Single { url } => {
+                f.debug_struct("Single").field("url", &redact(url)).finish()
+            }
+            Topology::Cluster { nodes } => f
+                .debug_struct("Cluster")
+                .field("nodes", &urls(nodes))
+                .finish(),
+            Topology::Sentinel { sentinels, master } => f
+                .debug_struct("Sentinel")
+                .field("sentinels", &urls(sentinels))
+                .field("master", master)
+                .finish(),
+        }
+    }
 }
 
 /// Whether unlock notifications use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on a cluster,
@@ -112,6 +133,7 @@ pub struct Config {
     latch_queue: usize,
     aof_sync: Option<AofSync>,
     batching: bool,
+    tls: Tls,
 }
 
 impl Config {
@@ -164,6 +186,7 @@ impl Config {
             latch_queue: DEFAULT_LATCH_QUEUE,
             aof_sync: None,
             batching: false,
+            tls: Tls::new(),
         }
     }
 
@@ -299,6 +322,97 @@ impl Config {
     /// See [`Config::with_batching`].
     pub fn batching(&self) -> bool {
         self.batching
+    }
+
+    /// TLS settings for `rediss://` URLs: a CA of your own, a client certificate (mutual TLS),
+    /// or, for test set-ups only, no verification at all. They apply to every connection the
+    /// client opens: commands, the pub/sub subscriber, every cluster node, the sentinels and
+    /// the master they name. A `rediss://` URL without settings trusts the host's CA store.
+    /// Settings with a plain `redis://` URL are refused at connect (`InvalidUrl`), so a
+    /// forgotten `s` never sends a password in the clear while you believe it is encrypted.
+    ///
+    /// ```
+    /// use redisson_lock::{Config, Tls};
+    /// let config = Config::new("rediss://default:secret@redis.example.com:6380/").with_tls(
+    ///     Tls::new()
+    ///         .with_ca_file("ca.pem")
+    ///         .with_client_cert_files("client.pem", "client-key.pem"),
+    /// );
+    /// assert!(!config.tls().is_insecure());
+    /// ```
+    pub fn with_tls(mut self, tls: Tls) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// See [`Config::with_tls`].
+    pub fn tls(&self) -> &Tls {
+        &self.tls
+    }
+
+    /// A redis-rs client for `url` (a URL or redis-rs connection settings) with this
+    /// configuration's TLS settings, for connections of your own beside the client's (the
+    /// operator CLI uses it for per-node connections).
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::new("redis://127.0.0.1:6379/");
+    /// let client = config.redis_client("redis://127.0.0.1:6380/").unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidUrl`] for a URL that does not parse (or the cases
+    /// [`Config::with_tls`] refuses), [`LockError::Tls`] for an unreadable certificate.
+    pub fn redis_client(&self, url: impl redis::IntoConnectionInfo) -> Result<redis::Client> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| LockError::InvalidUrl {
+                url: String::from("(redis-rs connection settings)"),
+                reason: e.to_string(),
+            })?;
+        let shown = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port)
+            | redis::ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
+            other => other.to_string(),
+        };
+        let info = crate::tls::check(info, &shown, &self.tls)?;
+        crate::tls::client(info, &self.tls)
+    }
+
+    /// A redis-rs cluster client builder for `nodes` with this configuration's TLS settings
+    /// and connection timeout (see [`Config::redis_client`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::redis_client`].
+    pub fn cluster_client_builder(
+        &self,
+        nodes: &[String],
+    ) -> Result<redis::cluster::ClusterClientBuilder> {
+        let infos = nodes
+            .iter()
+            .map(|url| crate::tls::connection_info(url, &self.tls))
+            .collect::<Result<Vec<_>>>()?;
+        let builder = redis::cluster::ClusterClientBuilder::new(infos)
+            .connection_timeout(self.connection_timeout);
+        crate::tls::cluster(builder, &self.tls)
+    }
+
+    /// A redis-rs sentinel client for the configured sentinels and master, with the URLs'
+    /// credentials and this configuration's TLS settings for the sentinels and the master.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::redis_client`]; [`LockError::InvalidArgument`] outside sentinel mode.
+    pub fn sentinel_client(&self) -> Result<redis::sentinel::SentinelClient> {
+        match &self.topology {
+            Topology::Sentinel { sentinels, master } => {
+                crate::tls::sentinel_client(sentinels, master, &self.tls)
+            }
+            _ => Err(LockError::InvalidArgument(
+                "sentinel_client needs a sentinel configuration",
+            )),
+        }
     }
 
     /// Where the deployment is.
@@ -442,35 +556,26 @@ impl Config {
         ];
         match rules.iter().find(|(broken, _)| *broken) {
             Some((_, message)) => Err(LockError::InvalidArgument(message)),
-            None => check_urls(&self.topology),
+            None => check_urls(&self.topology, &self.tls),
         }
     }
 }
 
-/// `url` with any password replaced by `***`, for messages and `Debug`.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
-    }
-}
+pub(crate) use crate::tls::redact;
 
 /// Every URL of a topology must parse, before anything connects.
-fn check_urls(topology: &Topology) -> Result<()> {
+fn check_urls(topology: &Topology, tls: &Tls) -> Result<()> {
     let urls: Vec<&String> = match topology {
         Topology::Single { url } => vec![url],
         Topology::Cluster { nodes } => nodes.iter().collect(),
         Topology::Sentinel { sentinels, .. } => sentinels.iter().collect(),
     };
     for url in urls {
-        if let Err(e) = redis::IntoConnectionInfo::into_connection_info(url.as_str()) {
-            return Err(LockError::InvalidUrl {
-                url: redact(url),
-                reason: e.to_string(),
-            });
-        }
+        crate::tls::connection_info(url, tls)?;
     }
-    Ok(())
+    // Certificates and keys are read (and parsed) now: a bad file is an error before anything
+    // connects, never a connection error retried in the background.
+    tls.certificates().map(drop)
 }
 
 /// Milliseconds of a duration as Redis expects them, rounded up so a sub-millisecond lease is

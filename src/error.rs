@@ -63,6 +63,29 @@ pub enum LockError {
         /// The server's or the driver's words.
         detail: String,
     },
+    /// A TLS connection could not be set up: the server's certificate is not trusted (unknown
+    /// CA, wrong host name, expired), the server does not speak TLS on a `rediss://` URL (or
+    /// speaks only TLS on a `redis://` one), or a certificate or key could not be read.
+    /// Reported by [`Client::connect`](crate::Client::connect), never retried.
+    #[error("TLS connection to `{url}` failed: {reason}")]
+    Tls {
+        /// The URL, with any password replaced by `***` (empty when no URL is involved).
+        url: String,
+        /// What went wrong, with the driver's words.
+        reason: String,
+    },
+    /// The server's ACL refused this user the channel a waiting call subscribes to (`NOPERM` on
+    /// `SUBSCRIBE` or `SSUBSCRIBE`). No release could wake the call, so it ends with this error
+    /// instead of waiting; it holds nothing (a fair-lock waiter leaves the queue). The user needs
+    /// the channel patterns of docs/locks.md, "Least privilege". `is_permission_denied()` is
+    /// `true`.
+    #[error("the server refused this user the channel `{channel}` (grant it with a `&` channel pattern): {detail}")]
+    ChannelDenied {
+        /// The channel that was refused.
+        channel: String,
+        /// The server's words.
+        detail: String,
+    },
     /// The key exists but is not a lock (it holds another Redis type).
     #[error("key `{key}` holds a value that is not a lock (WRONGTYPE)")]
     WrongType {
@@ -137,6 +160,22 @@ impl LockError {
     /// `true` for [`LockError::Auth`]: missing or wrong credentials.
     pub fn is_auth(&self) -> bool {
         matches!(self, LockError::Auth { .. })
+    }
+
+    /// `true` for [`LockError::Tls`].
+    pub fn is_tls(&self) -> bool {
+        matches!(self, LockError::Tls { .. })
+    }
+
+    /// `true` when the server's ACL refused a command, key or channel to this user (`NOPERM`,
+    /// or [`LockError::ChannelDenied`]); the message names what was refused (docs/locks.md,
+    /// "Least privilege").
+    pub fn is_permission_denied(&self) -> bool {
+        match self {
+            LockError::Redis(e) => e.code() == Some("NOPERM"),
+            LockError::ChannelDenied { .. } => true,
+            _ => false,
+        }
     }
 
     /// `true` for [`LockError::Quorum`].

@@ -25,6 +25,7 @@ mod scripts;
 mod shared;
 mod sync;
 mod time;
+mod tls;
 mod watchdog;
 
 pub use client::{Client, ClientStats};
@@ -45,6 +46,7 @@ pub use owner::LockOwner;
 pub use raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
 pub use rwlock::ReadWriteLock;
 pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
+pub use tls::Tls;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
 pub type RLock = Lock<Reentrant>;

@@ -15,7 +15,6 @@ use dashmap::DashMap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
-use redis::sentinel::{SentinelClient, SentinelServerType};
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::{millis, AofSync, Config, Topology};
@@ -65,19 +64,14 @@ impl Conn {
     pub(crate) async fn connect(config: &Config) -> Result<Conn, LockError> {
         let kind = match config.topology() {
             Topology::Single { url } => {
-                let client = redis::Client::open(url.as_str())?;
+                let client = config.redis_client(url.as_str())?;
                 Kind::Single(manager(client, config).await?)
             }
             Topology::Cluster { nodes } => {
                 Kind::Cluster(cluster_connection(nodes, config, None).await?)
             }
-            Topology::Sentinel { sentinels, master } => {
-                let resolver = SentinelClient::build(
-                    sentinels.clone(),
-                    master.clone(),
-                    None,
-                    SentinelServerType::Master,
-                )?;
+            Topology::Sentinel { .. } => {
+                let resolver = config.sentinel_client()?;
                 let conn = Arc::new(SentinelConn {
                     resolver: tokio::sync::Mutex::new(resolver),
                     current: parking_lot::RwLock::new(None),
@@ -431,8 +425,8 @@ pub(crate) async fn cluster_connection(
     config: &Config,
     push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
 ) -> Result<ClusterConnection, LockError> {
-    let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-        .connection_timeout(config.connection_timeout())
+    let mut builder = config
+        .cluster_client_builder(nodes)?
         .response_timeout(reply_timeout(config))
         .retries(0);
     if let Some(tx) = push {

@@ -199,7 +199,8 @@ impl<K: LockKind> Lock<K> {
     ///
     /// [`LockError::WrongType`] if the key is not a lock, [`LockError::InvalidArgument`] for an
     /// empty name, [`LockError::Timeout`] if subscribing to the unlock channel takes longer than
-    /// the subscription timeout, and connection errors (after riding out
+    /// the subscription timeout, [`LockError::ChannelDenied`] if the server's ACL refuses this
+    /// user the unlock channel (it holds nothing then), and connection errors (after riding out
     /// `retry_attempts` consecutive failures while waiting).
     ///
     /// # Examples

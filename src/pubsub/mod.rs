@@ -18,6 +18,10 @@
 //!   carry the messages, with `SSUBSCRIBE` when pub/sub is sharded; redis-rs resubscribes it
 //!   after topology changes, and a slot that moves away (`sunsubscribe` push) is resubscribed
 //!   at its new owner.
+//! * A channel the server's ACL refuses (`NOPERM` on `SUBSCRIBE`/`SSUBSCRIBE`) is not a broken
+//!   connection: the channel is marked refused, its waiters get
+//!   [`LockError::ChannelDenied`] at once, and nothing reconnects. The refusal lasts as long as
+//!   the channel's entry (its waiters); a later waiter on a fresh entry asks the server again.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -69,8 +73,19 @@ pub(crate) struct Channel {
     name: String,
     notify: Notify,
     wake: Wake,
-    confirmed: watch::Sender<bool>,
+    state: watch::Sender<SubState>,
     shared: Weak<Shared>,
+}
+
+/// Where a channel's subscription stands on the current connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SubState {
+    /// Not (yet, or no longer after a disconnect) confirmed by the server.
+    Pending,
+    /// The server confirmed it.
+    Confirmed,
+    /// The server's ACL refused it (`NOPERM`); the server's words. Final for this entry.
+    Refused(Arc<str>),
 }
 
 impl Channel {
@@ -111,7 +126,7 @@ impl PubSub {
     }
 
     /// Subscribes to `name` (or joins the existing subscription) and waits until the server has
-    /// confirmed it.
+    /// confirmed it, or refused it ([`LockError::ChannelDenied`]).
     pub(crate) async fn subscribe(&self, name: &str, timeout: Duration) -> Result<Arc<Channel>> {
         self.subscribe_with(name, timeout, Wake::Lock).await
     }
@@ -124,14 +139,23 @@ impl PubSub {
         wake: Wake,
     ) -> Result<Arc<Channel>> {
         let channel = self.entry(name, wake);
-        let mut confirmed = channel.confirmed.subscribe();
-        let ok = matches!(
-            tokio::time::timeout(timeout, confirmed.wait_for(|c| *c)).await,
-            Ok(Ok(_))
-        );
-        match ok {
-            true => Ok(channel),
-            false => Err(LockError::Timeout {
+        let mut state = channel.state.subscribe();
+        let settled = match tokio::time::timeout(
+            timeout,
+            state.wait_for(|s| *s != SubState::Pending),
+        )
+        .await
+        {
+            Ok(Ok(s)) => s.clone(),
+            _ => SubState::Pending,
+        };
+        match settled {
+            SubState::Confirmed => Ok(channel),
+            SubState::Refused(detail) => Err(LockError::ChannelDenied {
+                channel: name.to_owned(),
+                detail: detail.to_string(),
+            }),
+            SubState::Pending => Err(LockError::Timeout {
                 what: "subscribing to the unlock channel",
                 waited: timeout,
             }),
@@ -159,7 +183,7 @@ impl PubSub {
                 name: name.to_owned(),
                 notify: Notify::new(),
                 wake,
-                confirmed: watch::channel(false).0,
+                state: watch::channel(SubState::Pending).0,
                 shared: Arc::downgrade(&self.shared),
             })
         };
@@ -238,8 +262,9 @@ async fn run(
             .collect();
         if !names.is_empty() {
             if let Err(e) = apply(&sh, &mut conn, &mut active, names, &config).await {
-                // Back off here too: a server that accepts connections but refuses the
-                // subscription (an ACL without channel access) must not be hammered.
+                // Back off here too: a server that accepts connections but fails the
+                // subscription must not be hammered. (An ACL refusal is not a failure: `apply`
+                // hands it to the channel's waiters.)
                 tracing::debug!(error = %e, "resubscribe failed; reconnecting");
                 drop(sh);
                 backoff(&mut retry).await;
@@ -265,7 +290,13 @@ async fn run(
         if let Some(sh) = shared.upgrade() {
             for entry in sh.channels.iter() {
                 if let Some(c) = entry.value().upgrade() {
-                    c.confirmed.send_replace(false);
+                    c.state.send_if_modified(|s| {
+                        let was = *s == SubState::Confirmed;
+                        if was {
+                            *s = SubState::Pending;
+                        }
+                        was
+                    });
                 }
             }
         }
@@ -367,7 +398,9 @@ fn wake_all(shared: &Shared) {
     }
 }
 
-/// Brings the connection's subscriptions in line with the registry for `names`.
+/// Brings the connection's subscriptions in line with the registry for `names`. A channel the
+/// server's ACL refuses is marked refused (its waiters get the error); only a broken connection
+/// is an `Err`.
 async fn apply(
     shared: &Shared,
     conn: &mut SubConn,
@@ -379,12 +412,18 @@ async fn apply(
     names.dedup();
     let (mut subscribe, mut unsubscribe) = (Vec::new(), Vec::new());
     for name in names {
-        match (live(shared, &name).is_some(), active.contains(&name)) {
+        let channel = live(shared, &name);
+        let refused = channel
+            .as_ref()
+            .is_some_and(|c| matches!(*c.state.borrow(), SubState::Refused(_)));
+        match (channel.is_some(), active.contains(&name)) {
+            // Refused for this entry's lifetime: not asked again.
+            (true, false) if refused => {}
             (true, false) => subscribe.push(name),
             (false, true) => unsubscribe.push(name),
             (true, true) => {
-                if let Some(c) = live(shared, &name) {
-                    c.confirmed.send_replace(true);
+                if let Some(c) = channel {
+                    c.state.send_replace(SubState::Confirmed);
                 }
             }
             (false, false) => {}
@@ -398,15 +437,58 @@ async fn apply(
         }
     }
     if !subscribe.is_empty() {
-        with_timeout(timeout, conn.subscribe(&subscribe)).await?;
+        let refused = subscribe_checked(conn, &subscribe, timeout).await?;
         for n in subscribe {
-            if let Some(c) = live(shared, &n) {
-                c.confirmed.send_replace(true);
+            let refusal = refused.iter().find(|(r, _)| *r == n).map(|(_, e)| e);
+            let c = live(shared, &n);
+            match refusal {
+                Some(e) => {
+                    tracing::warn!(channel = %n, error = %e, "the server refused the subscription");
+                    if let Some(c) = c {
+                        // The server's words, as it sent them (`NOPERM ...`).
+                        let words = match (e.code(), e.detail()) {
+                            (Some(code), Some(detail)) => format!("{code} {detail}"),
+                            _ => e.to_string(),
+                        };
+                        c.state.send_replace(SubState::Refused(words.into()));
+                    }
+                }
+                None => {
+                    if let Some(c) = c {
+                        c.state.send_replace(SubState::Confirmed);
+                    }
+                    active.insert(n);
+                }
             }
-            active.insert(n);
         }
     }
     Ok(())
+}
+
+/// Subscribes to `names` and returns those the server's ACL refused (`NOPERM`), with its error.
+/// The server refuses a whole command for one forbidden channel, so a refused batch is tried
+/// again one channel at a time to tell which. Any other error is the connection's.
+async fn subscribe_checked(
+    conn: &mut SubConn,
+    names: &[String],
+    timeout: Duration,
+) -> redis::RedisResult<Vec<(String, redis::RedisError)>> {
+    let refusal = |e: &redis::RedisError| e.code() == Some("NOPERM");
+    match with_timeout(timeout, conn.subscribe(names)).await {
+        Ok(()) => return Ok(Vec::new()),
+        Err(e) if !refusal(&e) => return Err(e),
+        Err(e) if names.len() == 1 => return Ok(vec![(names[0].clone(), e)]),
+        Err(_) => {}
+    }
+    let mut refused = Vec::new();
+    for name in names {
+        match with_timeout(timeout, conn.subscribe(std::slice::from_ref(name))).await {
+            Ok(()) => {}
+            Err(e) if refusal(&e) => refused.push((name.clone(), e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(refused)
 }
 
 async fn with_timeout<T>(

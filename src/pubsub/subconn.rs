@@ -14,7 +14,7 @@ use crate::error::{LockError, Result};
 /// Where the subscriber connects.
 pub(crate) enum Source {
     /// One server.
-    Fixed(redis::Client),
+    Fixed(Box<redis::Client>),
     /// The master the sentinels name at each (re)connect.
     Sentinel(Arc<SentinelConn>),
     /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE.

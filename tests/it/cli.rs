@@ -16,13 +16,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_redisson-lock");
 /// Generous bound for anything event-driven (a wake-up, a line of output).
 const WAIT: Duration = Duration::from_secs(20);
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
-fn command(args: &[String]) -> tokio::process::Command {
+pub(crate) fn command(args: &[String]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(args)
         .env_remove("REDIS_URL")
@@ -33,7 +33,7 @@ fn command(args: &[String]) -> tokio::process::Command {
 }
 
 /// Runs the CLI to completion; `stdin`: what to type (else no input at all).
-async fn cli_in(args: &[String], stdin: Option<&str>) -> Out {
+pub(crate) async fn cli_in(args: &[String], stdin: Option<&str>) -> Out {
     let mut cmd = command(args);
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
@@ -57,7 +57,7 @@ async fn cli_in(args: &[String], stdin: Option<&str>) -> Out {
     }
 }
 
-async fn cli(args: &[String]) -> Out {
+pub(crate) async fn cli(args: &[String]) -> Out {
     cli_in(args, None).await
 }
 

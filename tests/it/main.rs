@@ -5,6 +5,7 @@
 mod multi_support;
 mod support;
 
+mod acl;
 mod aof;
 mod batching;
 #[cfg(feature = "blocking")]
@@ -13,6 +14,8 @@ mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(all(feature = "cli", feature = "tls"))]
+mod cli_tls;
 mod clock_steps;
 mod clocks;
 mod cluster;
@@ -41,5 +44,6 @@ mod semaphore;
 mod sentinel;
 mod server_clock;
 mod spin_lock;
+mod tls;
 mod wakeups;
 mod watchdog;

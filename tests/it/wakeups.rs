@@ -229,7 +229,8 @@ pub(crate) async fn preload(server: &TestServer, source: &str) -> Vec<u8> {
     sha.into_bytes()
 }
 
-/// Waits until Redis has run `n` EVALSHA in all.
+/// Waits until Redis has run `n` EVALSHA in all. Callers count from a baseline taken after
+/// their client connected: `connect` runs one of its own (the ACL probe of issue 21).
 async fn wait_evalsha(server: &TestServer, n: u64) {
     let deadline = Instant::now() + BOUND;
     while crate::support::redisson::calls(server, "evalsha").await < n {
@@ -312,6 +313,7 @@ async fn rw_wake_all_between_attempt_and_wait_is_not_missed() {
         .await
         .unwrap();
     let readers = 3;
+    let base = crate::support::redisson::calls(&server, "evalsha").await;
     let tasks: Vec<_> = (0..readers)
         .map(|_| {
             let lock = client.get_read_write_lock(name).read_lock();
@@ -322,7 +324,7 @@ async fn rw_wake_all_between_attempt_and_wait_is_not_missed() {
         })
         .collect();
     // Each reader: a first attempt, a subscription, then the wait loop's first attempt.
-    wait_evalsha(&server, 2 * readers).await;
+    wait_evalsha(&server, base + 2 * readers).await;
     let released = Instant::now();
     let (_deleted, receivers): (i64, i64) = redis::pipe()
         .atomic()
@@ -361,11 +363,12 @@ async fn rlock_reconnect_wake_between_attempt_and_wait_is_not_missed() {
     let name = "wd:rlock-reconnect";
     let () = raw.hset(name, "foreign-client:1", 1).await.unwrap();
     let lock = client.get_lock(name);
+    let base = crate::support::redisson::calls(&server, "evalsha").await;
     let waiter = tokio::spawn(async move {
         let g = lock.lock().await.unwrap();
         g.unlock().await.unwrap();
     });
-    wait_evalsha(&server, 2).await;
+    wait_evalsha(&server, base + 2).await;
     let connections = client.stats().subscriber_connections;
     let released = Instant::now();
     let (killed, _deleted, receivers): (i64, i64, i64) = redis::pipe()

@@ -60,6 +60,18 @@ pub struct Global {
     /// Name of the master monitored by the sentinels.
     #[arg(long, global = true, value_name = "NAME", requires = "sentinel")]
     pub master: Option<String>,
+    /// TLS: trust this CA (PEM file) for rediss:// URLs instead of the system's CAs.
+    #[arg(long, global = true, value_name = "FILE", env = "REDIS_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// TLS: present this client certificate (PEM file; needs --tls-key), for mutual TLS.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// TLS: the client certificate's private key (PEM file).
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// TLS: accept any server certificate. INSECURE, for test set-ups only.
+    #[arg(long, global = true)]
+    pub insecure_skip_tls_verify: bool,
     /// Print JSON (stable field names, see docs/cli.md) instead of the human format.
     #[arg(long, global = true)]
     pub json: bool,

@@ -34,6 +34,10 @@ impl Target {
         } else {
             Config::new(global.url.clone())
         };
+        let config = match tls(global) {
+            Some(tls) => config.with_tls(tls),
+            None => config,
+        };
         match Client::with_config(config.clone()).await {
             Ok(client) => Ok(Target { client, config }),
             Err(e) => Err(Failure(format!(
@@ -66,7 +70,9 @@ impl Target {
             if masters_only && !node.master {
                 continue;
             }
-            let client = redis::Client::open(self.node_info(&node.host, node.port)?)?;
+            let client = self
+                .config
+                .redis_client(self.node_info(&node.host, node.port)?)?;
             let conn = tokio::time::timeout(
                 self.config.connection_timeout(),
                 client.get_multiplexed_async_connection(),
@@ -117,31 +123,48 @@ impl Target {
         use redisson_lock::Topology;
         match self.config.topology() {
             Topology::Cluster { nodes } => {
-                let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                let client = self
+                    .config
+                    .cluster_client_builder(nodes)?
                     .use_protocol(ProtocolVersion::RESP3)
                     .push_sender(tx)
-                    .connection_timeout(self.config.connection_timeout())
                     .build()?;
                 Ok(PushConn::Cluster(client.get_async_connection().await?))
             }
-            Topology::Sentinel { sentinels, master } => {
-                let mut resolver = redis::sentinel::SentinelClient::build(
-                    sentinels.clone(),
-                    master.clone(),
-                    None,
-                    redis::sentinel::SentinelServerType::Master,
-                )?;
+            Topology::Sentinel { .. } => {
+                let mut resolver = self.config.sentinel_client()?;
                 let client = resolver.async_get_client().await?;
                 single_push_conn(client.get_connection_info().clone(), tx).await
             }
-            Topology::Single { url } => {
-                single_push_conn(url.as_str().into_connection_info()?, tx).await
+            Topology::Single { .. } => {
+                let info = self.config.redis_client(self.config.url())?;
+                single_push_conn(info.get_connection_info().clone(), tx).await
             }
             _ => Err(Failure("unsupported topology".into())),
         }
     }
 }
 
+/// The TLS flags as crate settings (`None`: no flag given).
+fn tls(global: &Global) -> Option<redisson_lock::Tls> {
+    let mut tls = redisson_lock::Tls::new();
+    let mut set = false;
+    if let Some(ca) = &global.tls_ca {
+        tls = tls.with_ca_file(ca);
+        set = true;
+    }
+    if let (Some(cert), Some(key)) = (&global.tls_cert, &global.tls_key) {
+        tls = tls.with_client_cert_files(cert, key);
+        set = true;
+    }
+    if global.insecure_skip_tls_verify {
+        tls = tls.insecure_skip_verification_for_tests_only();
+        set = true;
+    }
+    set.then_some(tls)
+}
+
+/// A connection with the connection settings (TLS parameters included) of `info`.
 async fn single_push_conn(info: ConnectionInfo, tx: UnboundedSender<PushInfo>) -> Result<PushConn> {
     let settings = info
         .redis_settings()

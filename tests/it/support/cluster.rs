@@ -133,9 +133,18 @@ pub struct TestCluster {
 
 impl TestCluster {
     pub fn start(replicas: usize) -> TestCluster {
+        TestCluster::start_with_args(replicas, |_| Vec::new())
+    }
+
+    /// [`TestCluster::start`] with `extra(node index)` appended to each node's arguments (the
+    /// TLS cluster of `support/tls.rs`).
+    pub fn start_with_args(
+        replicas: usize,
+        mut extra: impl FnMut(usize) -> Vec<String>,
+    ) -> TestCluster {
         let count = 3 * (1 + replicas);
         let nodes: Vec<Node> = (0..count)
-            .map(|_| {
+            .map(|i| {
                 Node::spawn(
                     free_cluster_port(),
                     [
@@ -152,6 +161,7 @@ impl TestCluster {
                     ]
                     .iter()
                     .map(|s| s.to_string())
+                    .chain(extra(i))
                     .collect(),
                     None,
                 )
@@ -324,20 +334,35 @@ pub const MASTER_NAME: &str = "mymaster";
 
 impl TestSentinel {
     pub fn start() -> TestSentinel {
-        let data = |extra: Vec<String>| {
+        TestSentinel::start_with_args(|_| (0, Vec::new()))
+    }
+
+    /// [`TestSentinel::start`] with `extra(role)` (`"master"`, `"replica"`, `"sentinel"`)
+    /// giving each process extra arguments and, when not 0, the port that the replica and the
+    /// sentinels must use to reach the master (its TLS port, in `support/tls.rs`).
+    pub fn start_with_args(mut extra: impl FnMut(&str) -> (u16, Vec<String>)) -> TestSentinel {
+        let data = |more: Vec<String>| {
             let mut args: Vec<String> = ["--save", "", "--appendonly", "no"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-            args.extend(extra);
+            args.extend(more);
             Node::spawn(free_port(), args, None)
         };
-        let master = data(vec![]);
-        let replica = data(vec![
+        let (master_tls, master_args) = extra("master");
+        let master = data(master_args);
+        let master_port = if master_tls == 0 {
+            master.port
+        } else {
+            master_tls
+        };
+        let (_, mut replica_args) = extra("replica");
+        replica_args.extend([
             "--replicaof".into(),
             "127.0.0.1".into(),
-            master.port.to_string(),
+            master_port.to_string(),
         ]);
+        let replica = data(replica_args);
         assert!(
             wait_until(Duration::from_secs(20), || {
                 replica
@@ -348,14 +373,18 @@ impl TestSentinel {
         );
         let sentinels = (0..3)
             .map(|_| {
+                let (_, args) = extra("sentinel");
                 let conf = format!(
                     "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
                      sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                      sentinel failover-timeout {MASTER_NAME} 3000\n\
                      sentinel parallel-syncs {MASTER_NAME} 1\n",
-                    master.port
+                    master_port
                 );
-                Node::spawn(free_port(), vec!["--sentinel".into()], Some(conf))
+                let args = std::iter::once("--sentinel".to_owned())
+                    .chain(args)
+                    .collect();
+                Node::spawn(free_port(), args, Some(conf))
             })
             .collect();
         TestSentinel {

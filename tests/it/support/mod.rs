@@ -8,6 +8,7 @@ pub mod family;
 pub mod probes;
 pub mod proxy;
 pub mod redisson;
+pub mod tls;
 pub mod waiters;
 
 use std::net::TcpListener;
