@@ -11,6 +11,7 @@ mod contention;
 mod fenced_multi;
 mod leases;
 mod queries;
+mod tls;
 mod wakeups;
 
 use std::collections::HashMap;
@@ -114,6 +115,16 @@ impl JavaPeer {
     /// Starts the peer of Redisson `version` against `target`, with Redisson's
     /// `lockWatchdogTimeout` set to `watchdog` when given, and waits for `ready`.
     pub async fn start(version: &str, target: PeerTarget, watchdog: Option<Duration>) -> JavaPeer {
+        JavaPeer::start_with(version, target, watchdog, &[]).await
+    }
+
+    /// [`start`](Self::start) with more peer options (e.g. `--tls-ca <pem>`).
+    pub async fn start_with(
+        version: &str,
+        target: PeerTarget,
+        watchdog: Option<Duration>,
+        extra: &[&str],
+    ) -> JavaPeer {
         let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
         let mut cmd = Command::new("java");
         cmd.args([
@@ -141,6 +152,7 @@ impl JavaPeer {
         if let Some(w) = watchdog {
             cmd.args(["--watchdog-ms", &w.as_millis().to_string()]);
         }
+        cmd.args(extra);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

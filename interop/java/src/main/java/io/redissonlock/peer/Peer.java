@@ -1,9 +1,14 @@
 package io.redissonlock.peer;
 
 import java.io.BufferedReader;
+import java.io.FileInputStream;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,6 +20,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+
+import javax.net.ssl.TrustManagerFactory;
 
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
@@ -87,6 +94,7 @@ public final class Peer {
         String address = null;
         String master = null;
         Long watchdogMs = null;
+        String tlsCa = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (i + 1 >= args.length) {
@@ -97,6 +105,7 @@ public final class Peer {
                 case "--mode": mode = v; break;
                 case "--address": address = v; break;
                 case "--master": master = v; break;
+                case "--tls-ca": tlsCa = v; break;
                 case "--watchdog-ms":
                     try {
                         watchdogMs = Long.parseLong(v);
@@ -134,6 +143,11 @@ public final class Peer {
                 s.setConnectionMinimumIdleSize(2);
                 s.setConnectionPoolSize(32);
                 s.setSubscriptionConnectionMinimumIdleSize(1);
+                if (tlsCa != null) {
+                    // rediss:// URLs; the server certificate must chain to this CA (PEM) and
+                    // name the host (Redisson's default, strict verification).
+                    s.setSslTrustManagerFactory(trustOnly(tlsCa));
+                }
                 break;
             }
             case "cluster": {
@@ -175,6 +189,29 @@ public final class Peer {
                 throw new IllegalArgumentException("unknown --mode " + mode);
         }
         return config;
+    }
+
+    /** A trust manager factory that trusts only the CA certificates of a PEM file. */
+    static TrustManagerFactory trustOnly(String pemFile) {
+        try (InputStream in = new FileInputStream(pemFile)) {
+            KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
+            store.load(null, null);
+            int i = 0;
+            for (Certificate ca : CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+                store.setCertificateEntry("ca-" + i++, ca);
+            }
+            if (i == 0) {
+                throw new IllegalArgumentException("--tls-ca: no certificate in " + pemFile);
+            }
+            TrustManagerFactory tmf =
+                    TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+            tmf.init(store);
+            return tmf;
+        } catch (IllegalArgumentException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalArgumentException("--tls-ca " + pemFile + ": " + e, e);
+        }
     }
 
     /**
