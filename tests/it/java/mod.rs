@@ -8,9 +8,15 @@
 #![allow(dead_code)] // Cluster and sentinel targets serve the next scenarios (issue 20, part 2).
 
 mod contention;
+mod fair;
 mod fenced_multi;
 mod leases;
 mod queries;
+mod rw;
+mod sync_ops;
+mod sync_values;
+mod sync_wakeups;
+mod topologies;
 mod wakeups;
 
 use std::collections::HashMap;
