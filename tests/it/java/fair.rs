@@ -306,3 +306,49 @@ async fn dead_java_waiter_is_evicted_and_the_rust_waiter_behind_goes_ahead() {
         waiter.finish().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_waiters_that_time_out_or_are_dropped_leave_the_queue_for_java() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    for peer in peers(&server.url(), None).await {
+        let v = peer.version().to_owned();
+        let name = format!("ifc:{v}");
+        peer.lock("h", "fair", &name, Some(HOLDER_LEASE)).await;
+        // A Rust waiter that times out, one that is dropped while it waits, then Java.
+        let (o1, o2) = (LockOwner::new(1), LockOwner::new(2));
+        let (r1, r2) = (field(&client, o1), field(&client, o2));
+        let timing_out = tokio::spawn({
+            let lock = client.get_fair_lock(&name).with_owner(o1);
+            async move { lock.try_lock_for(Duration::from_secs(3)).await }
+        });
+        queue_is(&server, &name, std::slice::from_ref(&r1)).await;
+        let dropped = tokio::spawn({
+            let lock = client.get_fair_lock(&name).with_owner(o2);
+            async move { lock.lock().await }
+        });
+        queue_is(&server, &name, &[r1.clone(), r2.clone()]).await;
+        let java = peer.field("w").await;
+        let reply = peer.send("w", &format!("trylock fair {name} 50000 -1"));
+        queue_is(&server, &name, &[r1.clone(), r2.clone(), java.clone()]).await;
+
+        let timed_out = timing_out.await.unwrap().unwrap();
+        assert!(timed_out.is_none(), "{v}: the Rust waiter got the lock");
+        dropped.abort();
+        assert!(dropped.await.unwrap_err().is_cancelled(), "{v}");
+        // Both left the queue and the deadlines; Java is the head.
+        queue_is(&server, &name, std::slice::from_ref(&java)).await;
+        assert_eq!(deadline(&server, &name, &r1).await, None, "{v}");
+        assert_eq!(deadline(&server, &name, &r2).await, None, "{v}");
+        // The Java unlock wakes the Java head at once, not at the Rust entries' deadlines.
+        let released = Instant::now();
+        peer.unlock("h", "fair", &name).await.unwrap();
+        assert_eq!(reply.await, Ok("true".to_owned()), "{v}: the Java head");
+        let after = released.elapsed();
+        assert!(
+            after < WOKEN_WITHIN,
+            "{v}: the Java head took {after:?} after the release"
+        );
+        peer.unlock("w", "fair", &name).await.unwrap();
+    }
+}

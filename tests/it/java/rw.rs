@@ -151,3 +151,100 @@ async fn java_write_release_wakes_every_rust_reader() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_read_release_wakes_the_other_sides_writer() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    for peer in peers(&server.url(), None).await {
+        let v = peer.version().to_owned();
+
+        // Java readers hold; a Rust writer waits; the last Java read release wakes it.
+        let name = format!("irw:jr2rw:{v}");
+        let owners: Vec<String> = (0..READERS).map(|i| format!("r{i}")).collect();
+        for o in &owners {
+            peer.lock(o, "read", &name, Some(HOLDER_LEASE)).await;
+        }
+        let warm = client
+            .get_read_write_lock(format!("{name}:warm"))
+            .write_lock();
+        warm.try_lock()
+            .await
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        reset_stats(&server).await;
+        let writer = client
+            .get_read_write_lock(&name)
+            .write_lock()
+            .with_owner(LockOwner::new(1));
+        let waiter = tokio::spawn(async move {
+            let guard = writer
+                .try_lock_for(Duration::from_secs(50))
+                .await
+                .unwrap()
+                .expect("the Rust writer timed out");
+            (Instant::now(), guard)
+        });
+        assert!(
+            channel_subscribers(&server, &rw_channel(&name), 1).await,
+            "{v}: the Rust writer never subscribed"
+        );
+        scripts_at_least(&server, 2, &v).await;
+        let (last, others) = owners.split_last().unwrap();
+        for o in others {
+            peer.unlock(o, "read", &name).await.unwrap();
+        }
+        let released = Instant::now();
+        peer.unlock(last, "read", &name).await.unwrap();
+        let (at, guard) = tokio::time::timeout(HOLDER_LEASE, waiter)
+            .await
+            .unwrap_or_else(|_| panic!("{v}: the Rust writer was not woken"))
+            .unwrap();
+        let after = at.saturating_duration_since(released);
+        assert!(
+            after < WOKEN_WITHIN,
+            "{v}: the Rust writer took {after:?} after the last Java read release"
+        );
+        guard.unlock().await.unwrap();
+
+        // Rust readers hold; a Java writer waits; the last Rust read release wakes it.
+        let name = format!("irw:rr2jw:{v}");
+        let mut guards = Vec::new();
+        for i in 1..=READERS {
+            let reader = client
+                .get_read_write_lock(&name)
+                .read_lock()
+                .with_owner(LockOwner::new(i));
+            guards.push(reader.lock_with_lease(HOLDER_LEASE).await.unwrap());
+        }
+        let warm = format!("{name}:warm");
+        assert!(
+            peer.try_lock("w", "write", &warm, Duration::ZERO, None)
+                .await
+        );
+        peer.unlock("w", "write", &warm).await.unwrap();
+        reset_stats(&server).await;
+        let reply = peer.send("w", &format!("trylock write {name} 50000 -1"));
+        assert!(
+            channel_subscribers(&server, &rw_channel(&name), 1).await,
+            "{v}: the Java writer never subscribed"
+        );
+        scripts_at_least(&server, 2, &v).await;
+        let last = guards.pop().unwrap();
+        for g in guards {
+            g.unlock().await.unwrap();
+        }
+        let released = Instant::now();
+        last.unlock().await.unwrap();
+        assert_eq!(reply.await, Ok("true".to_owned()), "{v}: the Java writer");
+        let after = released.elapsed();
+        assert!(
+            after < WOKEN_WITHIN,
+            "{v}: the Java writer took {after:?} after the last Rust read release"
+        );
+        peer.unlock("w", "write", &name).await.unwrap();
+    }
+}
