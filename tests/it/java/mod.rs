@@ -10,6 +10,7 @@
 mod contention;
 mod fair;
 mod fenced_multi;
+mod force;
 mod leases;
 mod queries;
 mod rw;

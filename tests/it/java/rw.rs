@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use redisson_lock::LockOwner;
 
 use super::peers;
-use super::sync_ops::{rw_channel, scripts_at_least};
+use super::sync_ops::{parked_on_latch, rw_channel, scripts_at_least};
 use super::wakeups::{HOLDER_LEASE, WOKEN_WITHIN};
 use crate::support::redisson::reset_stats;
 use crate::support::{channel_subscribers, TestServer};
@@ -53,8 +53,11 @@ async fn rust_write_release_wakes_every_java_reader() {
             channel_subscribers(&server, &rw_channel(&name), 1).await,
             "{v}: the Java readers never subscribed"
         );
-        // Each reader tried, subscribed and tried again.
+        // Each reader tried, subscribed and tried again, and sleeps on Redisson's latch.
         scripts_at_least(&server, 2 * READERS, &v).await;
+        for o in &owners {
+            parked_on_latch(&peer, o, &v).await;
+        }
         let released = Instant::now();
         writer.unlock().await.unwrap();
         for (o, r) in owners.iter().zip(replies) {

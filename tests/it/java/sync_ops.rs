@@ -112,3 +112,25 @@ pub const SCRIPTS: [&str; 2] = ["evalsha", "eval"];
 pub async fn scripts_at_least(server: &TestServer, n: u64, what: &str) {
     calls_at_least(server, &SCRIPTS, n, what).await
 }
+
+/// Waits until Java owner `owner` sleeps on Redisson's wake-up latch (its thread's stack, from
+/// the peer's `frames` op, has `Semaphore.tryAcquire`), not on a reply. Redisson's
+/// `READ_UNLOCK_MESSAGE` wakes only the threads already queued on that latch
+/// (`release(getQueueLength())`): a reader still on its way there when the message comes sleeps
+/// on, in Java as in this test, so the test waits for all of them to be there first.
+pub async fn parked_on_latch(peer: &JavaPeer, owner: &str, what: &str) {
+    let ok = eventually(Duration::from_secs(30), || async {
+        latch_frame(&peer.ok("probe", &format!("frames {owner}")).await)
+    })
+    .await;
+    assert!(
+        ok,
+        "{what}: Java owner {owner} never parked on Redisson's latch; its stack: {}",
+        peer.ok("probe", &format!("frames {owner}")).await
+    );
+}
+
+/// Whether a `frames` reply shows a thread parked on Redisson's latch.
+fn latch_frame(frames: &str) -> bool {
+    frames.split(',').any(|f| f == "Semaphore.tryAcquire")
+}
