@@ -9,9 +9,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redisson_lock::{FairLock, LockOwner};
 use tokio::sync::oneshot;
 
-use super::sync_ops::{deadline, queue, queue_is, waiter_channel};
+use super::sync_ops::{
+    deadline, parked_on_latch, queue, queue_is, scripts_at_least, waiter_channel,
+};
 use super::wakeups::{HOLDER_LEASE, WOKEN_WITHIN};
 use super::{peers, JavaErr};
+use crate::support::redisson::reset_stats;
 use crate::support::{channel_subscribers, field, fields, TestServer};
 
 fn now_ms() -> i64 {
@@ -80,6 +83,19 @@ async fn sole_holder(
     assert_eq!(holders, [field], "{what}: the holders of {name}");
 }
 
+/// Runs the crate's fair acquire script once (on another name), so that the script counts of
+/// a parked waiter that follow hold no `NOSCRIPT` round.
+pub async fn warm_fair(client: &redisson_lock::Client, name: &str) {
+    let warm = client.get_fair_lock(format!("{name}:warm"));
+    warm.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
 type JavaReply = Pin<Box<dyn Future<Output = Result<String, JavaErr>> + Send>>;
 
 /// One waiter of the mixed queue.
@@ -100,6 +116,8 @@ async fn fair_unlock_wakes_the_other_sides_queue_head() {
         peer.lock("h", "fair", &name, Some(HOLDER_LEASE)).await;
         let owner = LockOwner::new(1);
         let lock = client.get_fair_lock(&name).with_owner(owner);
+        warm_fair(&client, &name).await;
+        reset_stats(&server).await;
         let mut waiter = RustWaiter::spawn(lock, Duration::from_secs(100));
         let rust = field(&client, owner);
         queue_is(&server, &name, std::slice::from_ref(&rust)).await;
@@ -107,6 +125,8 @@ async fn fair_unlock_wakes_the_other_sides_queue_head() {
             channel_subscribers(&server, &waiter_channel(&name, &rust), 1).await,
             "{v}: the Rust waiter never subscribed to its own channel"
         );
+        // It enqueued, subscribed and tried again: only a message can wake it now.
+        scripts_at_least(&server, 2, &v).await;
         let released = Instant::now();
         peer.unlock("h", "fair", &name).await.unwrap();
         let after = waiter
@@ -134,6 +154,7 @@ async fn fair_unlock_wakes_the_other_sides_queue_head() {
             channel_subscribers(&server, &waiter_channel(&name, &java), 1).await,
             "{v}: the Java waiter never subscribed to its own channel"
         );
+        parked_on_latch(&peer, "w", &v).await;
         let released = Instant::now();
         guard.unlock().await.unwrap();
         assert_eq!(reply.await, Ok("true".to_owned()), "{v}");

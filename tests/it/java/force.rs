@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::LockOwner;
 
+use super::fair::warm_fair;
 use super::peers;
 use super::sync_ops::{parked_on_latch, queue_is, rw_channel, scripts_at_least};
 use super::wakeups::{HOLDER_LEASE, WOKEN_WITHIN};
@@ -37,6 +38,7 @@ async fn fair_force_unlock_wakes_the_other_sides_head() {
         let java = peer.field("w").await;
         let reply = peer.send("w", &format!("trylock fair {name} 50000 -1"));
         queue_is(&server, &name, std::slice::from_ref(&java)).await;
+        parked_on_latch(&peer, "w", &v).await;
         let released = Instant::now();
         assert!(lock.force_unlock().await.unwrap(), "{v}");
         assert_eq!(reply.await, Ok("true".to_owned()), "{v}: the Java head");
@@ -47,6 +49,8 @@ async fn fair_force_unlock_wakes_the_other_sides_head() {
         let name = format!("ifo:j2r:{v}");
         peer.lock("h", "fair", &name, Some(HOLDER_LEASE)).await;
         let owner = LockOwner::new(2);
+        warm_fair(&client, &name).await;
+        reset_stats(&server).await;
         let waiter = tokio::spawn({
             let lock = client.get_fair_lock(&name).with_owner(owner);
             async move {
@@ -55,6 +59,8 @@ async fn fair_force_unlock_wakes_the_other_sides_head() {
             }
         });
         queue_is(&server, &name, &[field(&client, owner)]).await;
+        // It enqueued, subscribed and tried again: only a message can wake it now.
+        scripts_at_least(&server, 2, &v).await;
         let released = Instant::now();
         assert!(peer.bool("f", &format!("forceunlock fair {name}")).await);
         let (at, guard) = tokio::time::timeout(HOLDER_LEASE, waiter)
@@ -120,6 +126,7 @@ async fn rw_force_unlock_wakes_the_other_sides_waiters() {
             .get_read_write_lock(&name)
             .write_lock()
             .with_owner(LockOwner::new(2));
+        reset_stats(&server).await;
         let waiter = tokio::spawn(async move {
             let guard = writer.lock().await.unwrap();
             (Instant::now(), guard)
@@ -128,6 +135,7 @@ async fn rw_force_unlock_wakes_the_other_sides_waiters() {
             channel_subscribers(&server, &rw_channel(&name), 1).await,
             "{v}: the Rust writer never subscribed"
         );
+        scripts_at_least(&server, 2, &v).await;
         let released = Instant::now();
         assert!(peer.bool("f", &format!("forceunlock read {name}")).await);
         let (at, guard) = tokio::time::timeout(HOLDER_LEASE, waiter)

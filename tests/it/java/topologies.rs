@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Config, LockOwner};
 
-use super::sync_ops::peers_on;
+use super::sync_ops::{parked_on_latch, peers_on};
 use super::wakeups::{HOLDER_LEASE, WOKEN_WITHIN};
 use super::{JavaPeer, PeerTarget};
 use crate::support::cluster::{TestCluster, TestSentinel, MASTER_NAME};
@@ -34,6 +34,47 @@ async fn subscribers(url: &str, sub: &str, channel: &str) -> i64 {
         .await
         .unwrap();
     n
+}
+
+/// `CONFIG RESETSTAT` on the node at `url`: its command counts start from zero.
+async fn reset_stats_on(url: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut node(url).await)
+        .await
+        .unwrap();
+}
+
+/// Scripts (`EVALSHA` and `EVAL`) the node at `url` ran since its last reset.
+async fn scripts_on(url: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut node(url).await)
+        .await
+        .unwrap();
+    ["evalsha", "eval"]
+        .iter()
+        .filter_map(|c| {
+            let prefix = format!("cmdstat_{c}:calls=");
+            info.lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// Waits until the node at `url` ran two scripts since its reset: the Rust waiter tried,
+/// subscribed and tried again (only a message wakes it now).
+async fn rust_parked(url: &str, what: &str) {
+    let ok = eventually(Duration::from_secs(30), || async {
+        scripts_on(url).await >= 2
+    })
+    .await;
+    assert!(
+        ok,
+        "{what}: the Rust waiter never made its second try on {url}"
+    );
 }
 
 /// The cluster slot of `key` (`CLUSTER KEYSLOT`).
@@ -105,6 +146,7 @@ async fn rlock_both_ways_on_the_cluster(cluster: &TestCluster, client: &Client, 
         shard_quiet(&master, &name, &what).await;
         peer.lock("h", "lock", &name, Some(HOLDER_LEASE)).await;
         assert!(lock.try_lock().await.unwrap().is_none(), "{what}");
+        reset_stats_on(&master).await;
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move {
@@ -113,6 +155,7 @@ async fn rlock_both_ways_on_the_cluster(cluster: &TestCluster, client: &Client, 
             }
         });
         parked_on_shard(cluster, &master, &name, &what).await;
+        rust_parked(&master, &what).await;
         let released = Instant::now();
         peer.unlock("h", "lock", &name).await.unwrap();
         let (at, guard) = tokio::time::timeout(HOLDER_LEASE, waiter)
@@ -132,6 +175,7 @@ async fn rlock_both_ways_on_the_cluster(cluster: &TestCluster, client: &Client, 
         );
         let reply = peer.send("w", &format!("trylock lock {name} 50000 -1"));
         parked_on_shard(cluster, &master, &name, &what).await;
+        parked_on_latch(peer, "w", &what).await;
         let released = Instant::now();
         guard.unlock().await.unwrap();
         assert_eq!(reply.await, Ok("true".to_owned()), "{what}");
@@ -177,6 +221,7 @@ async fn sentinel_exclusion_and_wakeups() {
 
         peer.lock("h", "lock", &name, Some(HOLDER_LEASE)).await;
         assert!(lock.try_lock().await.unwrap().is_none(), "{v}");
+        reset_stats_on(&master).await;
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move {
@@ -188,6 +233,7 @@ async fn sentinel_exclusion_and_wakeups() {
             eventually(Duration::from_secs(30), waiting).await,
             "{v}: the Rust waiter never subscribed on the master"
         );
+        rust_parked(&master, &v).await;
         let released = Instant::now();
         peer.unlock("h", "lock", &name).await.unwrap();
         let (at, guard) = tokio::time::timeout(HOLDER_LEASE, waiter)
@@ -212,6 +258,7 @@ async fn sentinel_exclusion_and_wakeups() {
             eventually(Duration::from_secs(30), waiting).await,
             "{v}: the Java waiter never subscribed on the master"
         );
+        parked_on_latch(&peer, "w", &v).await;
         let released = Instant::now();
         guard.unlock().await.unwrap();
         assert_eq!(reply.await, Ok("true".to_owned()), "{v}");
