@@ -150,7 +150,7 @@ async fn rlock_both_ways_on_the_cluster(cluster: &TestCluster, client: &Client, 
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move {
-                let guard = lock.lock().await.unwrap();
+                let guard = lock.lock_with_lease(HOLDER_LEASE).await.unwrap();
                 (Instant::now(), guard)
             }
         });
@@ -165,7 +165,8 @@ async fn rlock_both_ways_on_the_cluster(cluster: &TestCluster, client: &Client, 
         let after = at.saturating_duration_since(released);
         assert!(after < WOKEN_WITHIN, "{what}: Rust woken {after:?} after");
 
-        // Rust holds: Java cannot take it; the Rust unlock wakes the parked Java waiter.
+        // Rust holds (60 s lease): Java cannot take it; the Rust unlock wakes the parked Java
+        // waiter.
         shard_quiet(&master, &name, &what).await;
         assert!(
             !peer
@@ -225,7 +226,7 @@ async fn sentinel_exclusion_and_wakeups() {
         let waiter = tokio::spawn({
             let lock = lock.clone();
             async move {
-                let guard = lock.lock().await.unwrap();
+                let guard = lock.lock_with_lease(HOLDER_LEASE).await.unwrap();
                 (Instant::now(), guard)
             }
         });
