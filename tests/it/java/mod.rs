@@ -5,13 +5,19 @@
 //! Every scenario runs against every pinned Redisson version ([`peer_versions`]); without the
 //! jars the tests fail and say to run `scripts/ensure-java` (`scripts/test --no-java` skips
 //! this tier on machines without Java).
-#![allow(dead_code)] // Cluster and sentinel targets serve the next scenarios (issue 20, part 2).
 
 mod contention;
+mod fair;
 mod fenced_multi;
+mod force;
 mod leases;
 mod queries;
+mod rw;
+mod sync_ops;
+mod sync_values;
+mod sync_wakeups;
 mod tls;
+mod topologies;
 mod wakeups;
 
 use std::collections::HashMap;

@@ -155,9 +155,32 @@ final class Ops {
             case "contend":
                 return contend(arg(a, 0, "kind"), arg(a, 1, "name"), arg(a, 2, "counterKey"),
                         num(a, 3, "durationMs"), num(a, 4, "holdMs"));
+            case "frames":
+                return frames(arg(a, 0, "owner"));
             default:
                 return Sync.run(client, op, a);
         }
+    }
+
+    /**
+     * The stack of owner {@code owner}'s thread, top first, as {@code SimpleClass.method} frames
+     * joined by commas ({@code -} when that owner has no thread yet): tells a test where a
+     * blocked call waits (e.g. {@code Semaphore.tryAcquire}: parked on Redisson's latch, no
+     * longer on a reply).
+     */
+    private static String frames(String owner) {
+        for (java.util.Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
+            if (!e.getKey().getName().equals("owner-" + owner)) {
+                continue;
+            }
+            List<String> out = new ArrayList<>();
+            for (StackTraceElement f : e.getValue()) {
+                String cls = f.getClassName();
+                out.add(cls.substring(cls.lastIndexOf('.') + 1) + "." + f.getMethodName());
+            }
+            return out.isEmpty() ? "-" : String.join(",", out);
+        }
+        return "-";
     }
 
     /**
