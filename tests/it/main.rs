@@ -31,6 +31,8 @@ mod java;
 mod latches;
 mod leases;
 mod multi_lock;
+mod multi_query;
+mod non_reentrant;
 mod permit_semaphore;
 mod redisson_conformance;
 mod redlock;

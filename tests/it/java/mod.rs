@@ -10,6 +10,7 @@
 mod contention;
 mod fenced_multi;
 mod leases;
+mod non_reentrant;
 mod queries;
 mod wakeups;
 

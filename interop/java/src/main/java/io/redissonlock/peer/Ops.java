@@ -1,5 +1,6 @@
 package io.redissonlock.peer;
 
+import java.lang.reflect.InvocationTargetException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -68,9 +69,28 @@ final class Ops {
             case "write": return client.getReadWriteLock(name).writeLock();
             case "fenced": return client.getFencedLock(name);
             case "spin": return client.getSpinLock(name);
+            case "nrlock": return since44("getNonReentrantLock", name);
+            case "nrfair": return since44("getNonReentrantFairLock", name);
             case "multi": return client.getMultiLock(members(name));
             case "redlock": return redLock(members(name));
             default: throw bad("unknown lock kind " + kind);
+        }
+    }
+
+    /**
+     * A lock factory of Redisson 4.4+, called by name so that one source still compiles
+     * against 3.x: there it answers {@code err UnsupportedOperationException}.
+     */
+    private RLock since44(String factory, String name) {
+        try {
+            return (RLock) RedissonClient.class.getMethod(factory, String.class).invoke(client, name);
+        } catch (NoSuchMethodException e) {
+            throw new UnsupportedOperationException(factory + " needs Redisson 4.4+");
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            throw cause instanceof RuntimeException ? (RuntimeException) cause : new IllegalStateException(cause);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
         }
     }
 
