@@ -166,7 +166,8 @@ impl<K: LockKind> Lock<K> {
 impl Lock<crate::raw::Fenced> {
     /// The fencing token counter's current value, without acquiring (Redisson's
     /// `RFencedLock.getToken`): the token of the latest acquisition by anyone (re-entries
-    /// included), `None` before the first. A `GET` of `redisson_lock_token:{<name>}`.
+    /// included), `None` before the first (where Java's `getToken` answers `0`; tokens start at
+    /// 1). A `GET` of `redisson_lock_token:{<name>}`.
     ///
     /// It says nothing about who holds the lock now; a holder's own token is its guard's
     /// [`token`](crate::LockGuard::token).
