@@ -400,6 +400,42 @@ MUTANTS = [
         ["--test", "watchdog", "renewals_go_in_batches"],
         "a watchdog batch size of 0 is accepted",
     ),
+    (
+        "sem-ttl-ignored",
+        "lua/semaphore_try_set.lua",
+        """if tonumber(ARGV[3]) > 0 then""",
+        """if false then""",
+        ["--test", "sync_extras", "try_set_permits_with_a_ttl"],
+        "trySetPermits(n, ttl) sets the permits without the TTL",
+    ),
+    (
+        "sem-release-if-exists-creates",
+        "lua/semaphore_release_if_exists.lua",
+        """if redis.call('exists', KEYS[1]) == 0 then""",
+        """if false then""",
+        ["--test", "sync_extras", "release_if_exists_never_creates"],
+        "releaseIfExists on a missing semaphore creates it, as a plain release does",
+    ),
+    (
+        "pes-expire-count-only",
+        "src/sync/ttl.rs",
+        """    |s| s.all_keys()""",
+        """    |s| [s.name()]""",
+        ["--test", "sync_extras", "expire_clear_expire"],
+        "the permit-expirable semaphore's expire leaves its leases' set without the TTL",
+    ),
+    (
+        "sync-ttl-zero",
+        "src/sync/mod.rs",
+        """    if ttl.is_zero() {
+        return Err(LockError::InvalidArgument(
+            "a time to live must be non-zero""",
+        """    if false {
+        return Err(LockError::InvalidArgument(
+            "a time to live must be non-zero""",
+        ["--test", "sync_extras"],
+        "a zero TTL is sent (PEXPIRE 0 deletes the synchronizer) instead of refused",
+    ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",

@@ -47,7 +47,7 @@ pub use raw::{
     Backoff, Fair, Fenced, LockKind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
 };
 pub use rwlock::ReadWriteLock;
-pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
+pub use sync::{CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitId, Semaphore};
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
 pub type RLock = Lock<Reentrant>;

@@ -90,6 +90,8 @@ scripts! {
     PES_UPDATE_LEASE => "pes_update_lease.lua",
     PES_ADD => "pes_add.lua",
     NR_LOCK => "nr_lock.lua",
+    SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
+    SYNC_EXPIRE => "sync_expire.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

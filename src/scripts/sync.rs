@@ -34,8 +34,31 @@ pub(crate) fn semaphore_release(
     call!(SEMAPHORE_RELEASE; k.name, k.channel, receipt; permits, k.publish, receipt_ms)
 }
 
-pub(crate) fn semaphore_try_set(k: &SemKeys<'_>, permits: i32) -> Call {
-    call!(SEMAPHORE_TRY_SET; k.name, k.channel; permits, k.publish)
+/// `ttl_ms`: the key's time to live, 0 for none.
+pub(crate) fn semaphore_try_set(k: &SemKeys<'_>, permits: i32, ttl_ms: u64) -> Call {
+    call!(SEMAPHORE_TRY_SET; k.name, k.channel; permits, k.publish, ttl_ms)
+}
+
+pub(crate) fn semaphore_release_if_exists(
+    k: &SemKeys<'_>,
+    receipt: &str,
+    permits: u32,
+    receipt_ms: u64,
+) -> Call {
+    call!(SEMAPHORE_RELEASE_IF_EXISTS; k.name, k.channel, receipt; permits, k.publish, receipt_ms)
+}
+
+// === TTLs of every synchronizer ===
+
+/// `ttl_ms`: `None` removes the keys' TTL (`PERSIST`).
+pub(crate) fn sync_expire(keys: &[&str], ttl_ms: Option<u64>) -> Call {
+    let mut call = Call::new(&SYNC_EXPIRE, keys.len());
+    keys.iter().for_each(|k| _ = call.key(*k));
+    match ttl_ms {
+        Some(ms) => call.arg(ms),
+        None => call.arg("persist"),
+    };
+    call
 }
 
 pub(crate) fn semaphore_add(k: &SemKeys<'_>, permits: i32) -> Call {

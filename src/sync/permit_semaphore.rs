@@ -229,6 +229,15 @@ impl PermitExpirableSemaphore {
         &self.inner.name
     }
 
+    pub(super) fn named(&self) -> &Named {
+        &self.inner.named
+    }
+
+    /// Its keys: the count and the leases' sorted set `{<name>}:timeout`.
+    pub(super) fn all_keys(&self) -> [&str; 2] {
+        [&self.inner.name, &self.inner.timeouts]
+    }
+
     /// Sets the number of permits if the semaphore does not exist (Redisson's `trySetPermits`)
     /// and publishes it. `Ok(false)`: it exists, nothing changed.
     ///
@@ -244,7 +253,7 @@ impl PermitExpirableSemaphore {
             publish: c.client.publish_command(),
         };
         // Redisson's script is the semaphore's, word for word.
-        let inv = scripts::semaphore_try_set(&k, permits);
+        let inv = scripts::semaphore_try_set(&k, permits, 0);
         Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
     }
 

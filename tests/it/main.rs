@@ -43,5 +43,6 @@ mod semaphore;
 mod sentinel;
 mod server_clock;
 mod spin_lock;
+mod sync_extras;
 mod wakeups;
 mod watchdog;

@@ -12,6 +12,7 @@ mod fenced_multi;
 mod leases;
 mod non_reentrant;
 mod queries;
+mod sync_extras;
 mod wakeups;
 
 use std::collections::HashMap;

@@ -1,12 +1,14 @@
 package io.redissonlock.peer;
 
 import java.lang.reflect.InvocationTargetException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RExpirable;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
@@ -223,6 +225,20 @@ final class Ops {
                     return "true";
                 case "sem.available":
                     return Integer.toString(sem(client, a).availablePermits());
+                case "sem.trysetpermitsttl":
+                    // trySetPermits(int, Duration): called by name (not in every 3.x).
+                    return str(call(sem(client, a), "trySetPermits",
+                            new Class<?>[] {int.class, Duration.class},
+                            int32(a, 1, "permits"), Duration.ofMillis(num(a, 2, "ttlMs"))));
+                case "sem.releaseifexists":
+                    return str(call(sem(client, a), "releaseIfExists",
+                            new Class<?>[] {int.class}, int32(a, 1, "permits")));
+                case "expire":
+                    return Boolean.toString(expirable(client, a).expire(Duration.ofMillis(num(a, 2, "ttlMs"))));
+                case "clearexpire":
+                    return Boolean.toString(expirable(client, a).clearExpire());
+                case "remainttl":
+                    return Long.toString(expirable(client, a).remainTimeToLive());
                 case "pes.trysetpermits":
                     return Boolean.toString(pes(client, a).trySetPermits(int32(a, 1, "permits")));
                 case "pes.acquire": {
@@ -254,6 +270,40 @@ final class Ops {
                     return Long.toString(latch(client, a).getCount());
                 default:
                     throw bad("unknown op " + op);
+            }
+        }
+
+        /**
+         * {@code <sync> <name>}: {@code sem} or {@code pes} (Redisson's RCountDownLatch is not
+         * an RExpirable).
+         */
+        private static RExpirable expirable(RedissonClient client, List<String> a) {
+            String sync = arg(a, 0, "sync");
+            String name = arg(a, 1, "name");
+            switch (sync) {
+                case "sem": return client.getSemaphore(name);
+                case "pes": return client.getPermitExpirableSemaphore(name);
+                default: throw bad("not an RExpirable synchronizer: " + sync);
+            }
+        }
+
+        /**
+         * A method newer than some pinned Redisson, called by name so that one source compiles
+         * against every version: where it is missing, {@code err UnsupportedOperationException}.
+         */
+        private static Object call(Object target, String method, Class<?>[] types, Object... args)
+                throws Exception {
+            java.lang.reflect.Method m;
+            try {
+                m = target.getClass().getMethod(method, types);
+            } catch (NoSuchMethodException e) {
+                throw new UnsupportedOperationException(method + " is not in this Redisson");
+            }
+            try {
+                return m.invoke(target, args);
+            } catch (InvocationTargetException e) {
+                Throwable cause = e.getCause();
+                throw cause instanceof Exception ? (Exception) cause : new IllegalStateException(cause);
             }
         }
 
