@@ -436,6 +436,38 @@ MUTANTS = [
         ["--test", "sync_extras"],
         "a zero TTL is sent (PEXPIRE 0 deletes the synchronizer) instead of refused",
     ),
+    (
+        "pes-total-without-held",
+        "lua/pes_counts.lua",
+        """return tonumber(available) + acquired""",
+        """return tonumber(available)""",
+        ["--test", "permit_extras", "totals_count_held"],
+        "getPermits leaves out the permits held",
+    ),
+    (
+        "pes-set-ignores-held",
+        "lua/pes_set_permits.lua",
+        """local maximum = acquired + tonumber(available)""",
+        """local maximum = tonumber(available)""",
+        ["--test", "permit_extras", "set_permits_sets_the_total"],
+        "setPermits sets the available count, as if no permit were held",
+    ),
+    (
+        "pes-lease-time-absolute",
+        "lua/pes_lease_time.lua",
+        """local left = tonumber(expiry) - tonumber(ARGV[2])""",
+        """local left = tonumber(expiry)""",
+        ["--test", "permit_extras", "lease_time_of_a_permit"],
+        "getLeaseTime answers the lease's end (epoch ms) instead of what is left",
+    ),
+    (
+        "pes-release-many-all-ok",
+        "src/sync/permit_extras.rs",
+        """        if usize::try_from(released).is_ok_and(|n| n >= distinct(ids)) {""",
+        """        if true {""",
+        ["--test", "permit_extras", "releasing_several_permits"],
+        "release(List) reports success when some of the ids were not held",
+    ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",

@@ -92,6 +92,10 @@ scripts! {
     NR_LOCK => "nr_lock.lua",
     SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
     SYNC_EXPIRE => "sync_expire.lua",
+    PES_COUNTS => "pes_counts.lua",
+    PES_SET_PERMITS => "pes_set_permits.lua",
+    PES_LEASE_TIME => "pes_lease_time.lua",
+    PES_RELEASE_MANY => "pes_release_many.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

@@ -127,3 +127,29 @@ pub(crate) fn pes_update_lease(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_m
 pub(crate) fn pes_add(k: &PesKeys<'_>, permits: i32) -> Call {
     call!(PES_ADD; k.name, k.channel; permits, k.publish)
 }
+
+/// `acquired`: the permits held; else available + held.
+pub(crate) fn pes_counts(k: &PesKeys<'_>, now_ms: u64, acquired: bool) -> Call {
+    let which = if acquired { "acquired" } else { "total" };
+    call!(PES_COUNTS; k.name, k.timeouts, k.channel; now_ms, k.publish, which)
+}
+
+pub(crate) fn pes_set_permits(k: &PesKeys<'_>, permits: i32) -> Call {
+    call!(PES_SET_PERMITS; k.name, k.channel, k.timeouts; permits, k.publish)
+}
+
+pub(crate) fn pes_lease_time(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> Call {
+    call!(PES_LEASE_TIME; k.timeouts; id, now_ms, NON_EXPIRABLE)
+}
+
+pub(crate) fn pes_release_many<'i>(
+    k: &PesKeys<'_>,
+    ids: impl Iterator<Item = &'i [u8]>,
+    now_ms: u64,
+) -> Call {
+    let mut call = Call::new(&PES_RELEASE_MANY, 3);
+    call.key(k.name).key(k.channel).key(k.timeouts);
+    call.arg(now_ms).arg(k.publish);
+    ids.for_each(|id| _ = call.arg(id));
+    call
+}

@@ -8,6 +8,7 @@
 //! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
 
 mod count_down_latch;
+mod permit_extras;
 mod permit_semaphore;
 mod semaphore;
 mod ttl;

@@ -59,6 +59,11 @@ impl PermitId {
         })
     }
 
+    /// The id's 16 raw bytes (its form on the wire).
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The id as 32 lowercase hex characters (what Java's API hands out).
     pub fn as_str(&self) -> &str {
         &self.hex
@@ -113,11 +118,11 @@ impl std::fmt::Display for PermitId {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(super) struct Inner {
     named: Named,
     /// The permits' lease ends: a sorted set `{<name>}:timeout`.
     timeouts: String,
@@ -131,7 +136,7 @@ impl std::ops::Deref for Inner {
 }
 
 impl Inner {
-    fn keys(&self) -> PesKeys<'_> {
+    pub(super) fn keys(&self) -> PesKeys<'_> {
         PesKeys {
             name: &self.name,
             timeouts: &self.timeouts,

@@ -33,6 +33,7 @@ mod leases;
 mod multi_lock;
 mod multi_query;
 mod non_reentrant;
+mod permit_extras;
 mod permit_semaphore;
 mod redisson_conformance;
 mod redlock;

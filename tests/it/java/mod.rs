@@ -11,6 +11,7 @@ mod contention;
 mod fenced_multi;
 mod leases;
 mod non_reentrant;
+mod permit_extras;
 mod queries;
 mod sync_extras;
 mod wakeups;

@@ -18,7 +18,7 @@ fn about_an_hour(ttl: i64) -> bool {
 
 /// The value of `cmd`, or `None` when this Redisson lacks the method (3.x only; 4.7 must have
 /// it).
-async fn newer(peer: &JavaPeer, cmd: &str) -> Option<String> {
+pub(super) async fn newer(peer: &JavaPeer, cmd: &str) -> Option<String> {
     match peer.call("a", cmd).await {
         Ok(v) => Some(v),
         Err(e)

@@ -259,6 +259,22 @@ final class Ops {
                     return Boolean.toString(pes(client, a).tryRelease(arg(a, 1, "permitId")));
                 case "pes.available":
                     return Integer.toString(pes(client, a).availablePermits());
+                // Newer RPermitExpirableSemaphore methods, called by name (not in every 3.x).
+                case "pes.getpermits":
+                    return str(call(pes(client, a), "getPermits", new Class<?>[0]));
+                case "pes.acquired":
+                    return str(call(pes(client, a), "acquiredPermits", new Class<?>[0]));
+                case "pes.setpermits":
+                    call(pes(client, a), "setPermits", new Class<?>[] {int.class}, int32(a, 1, "permits"));
+                    return "true";
+                case "pes.leasetime":
+                    return str(call(pes(client, a), "getLeaseTime", new Class<?>[] {String.class},
+                            arg(a, 1, "permitId")));
+                case "pes.releasemany":
+                    call(pes(client, a), "release", new Class<?>[] {List.class}, ids(a));
+                    return "true";
+                case "pes.tryreleasemany":
+                    return str(call(pes(client, a), "tryRelease", new Class<?>[] {List.class}, ids(a)));
                 case "latch.trysetcount":
                     return Boolean.toString(latch(client, a).trySetCount(num(a, 1, "count")));
                 case "latch.countdown":
@@ -305,6 +321,11 @@ final class Ops {
                 Throwable cause = e.getCause();
                 throw cause instanceof Exception ? (Exception) cause : new IllegalStateException(cause);
             }
+        }
+
+        /** Argument 2: comma-separated permit ids. */
+        private static List<String> ids(List<String> a) {
+            return java.util.Arrays.asList(arg(a, 1, "permitIds").split(","));
         }
 
         private static RSemaphore sem(RedissonClient client, List<String> a) {
