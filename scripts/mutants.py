@@ -468,6 +468,14 @@ MUTANTS = [
         ["--test", "permit_extras", "releasing_several_permits"],
         "release(List) reports success when some of the ids were not held",
     ),
+    (
+        "pes-acquire-first-id-only",
+        "lua/pes_acquire.lua",
+        """    for i = 6, #ARGV do""",
+        """    for i = 6, 6 do""",
+        ["--test", "permit_extras", "several_permits_are_taken_together"],
+        "acquire(n) takes n permits from the count but records only the first id",
+    ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",

@@ -107,9 +107,22 @@ pub(crate) struct PesKeys<'k> {
     pub(crate) publish: &'k str,
 }
 
-pub(crate) fn pes_acquire(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_ms: u64) -> Call {
-    call!(PES_ACQUIRE; k.name, k.timeouts, k.channel;
-        1, expiry_ms, now_ms, NON_EXPIRABLE, k.publish, id)
+/// Takes one permit per id in `ids`, all or none.
+pub(crate) fn pes_acquire<'i>(
+    k: &PesKeys<'_>,
+    ids: impl ExactSizeIterator<Item = &'i [u8]>,
+    expiry_ms: u64,
+    now_ms: u64,
+) -> Call {
+    let mut call = Call::new(&PES_ACQUIRE, 3);
+    call.key(k.name).key(k.timeouts).key(k.channel);
+    call.arg(ids.len())
+        .arg(expiry_ms)
+        .arg(now_ms)
+        .arg(NON_EXPIRABLE)
+        .arg(k.publish);
+    ids.for_each(|id| _ = call.arg(id));
+    call
 }
 
 pub(crate) fn pes_release(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> Call {

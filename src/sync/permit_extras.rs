@@ -208,3 +208,80 @@ fn distinct(ids: &[PermitId]) -> usize {
     seen.dedup();
     seen.len()
 }
+
+impl PermitExpirableSemaphore {
+    /// Takes `permits` permits at once, all or none, waiting for as long as it takes
+    /// (Redisson's `acquire(permits)` / `acquire(permits, leaseTime, unit)`): their ids, each
+    /// with `lease` (`None`: never expires).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire`](Self::acquire): the ids are made before the script is sent,
+    /// and permits taken for a caller that is gone, or whose reply was lost, are released by
+    /// their ids in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for 0 permits, more than `i32::MAX`, a zero lease or one
+    /// over 100 years, or a refused name (nothing is sent); [`LockError::WrongType`];
+    /// connection errors once the retries are spent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let ids = slots.acquire_many(3, Some(Duration::from_secs(60))).await?;
+    /// assert_eq!(ids.len(), 3);
+    /// slots.release_many(&ids).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_many(
+        &self,
+        permits: u32,
+        lease: Option<Duration>,
+    ) -> Result<Vec<PermitId>> {
+        match self.acquire_many_within(None, lease, permits).await? {
+            Some(ids) => Ok(ids),
+            None => Err(LockError::Timeout {
+                what: "acquiring permits",
+                waited: Duration::MAX,
+            }),
+        }
+    }
+
+    /// Takes `permits` permits at once if they become available within `wait`
+    /// (`Duration::ZERO`: one try), all or none (Redisson's `tryAcquire(permits, waitTime,
+    /// leaseTime, unit)`): their ids, or an empty list when not within `wait` (nothing taken).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let ids = slots.try_acquire_many(2, Duration::from_secs(1), None).await?;
+    /// if !ids.is_empty() {
+    ///     slots.release_many(&ids).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire_many(
+        &self,
+        permits: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Vec<PermitId>> {
+        Ok(self
+            .acquire_many_within(Some(wait), lease, permits)
+            .await?
+            .unwrap_or_default())
+    }
+}

@@ -180,16 +180,16 @@ impl Inner {
     }
 }
 
-/// A permit taken for one request: released when dropped, unless claimed.
+/// The permits taken for one request: released when dropped, unless claimed.
 struct Taken {
     inner: Option<Arc<Inner>>,
-    id: PermitId,
+    ids: Vec<PermitId>,
 }
 
 impl Taken {
-    fn claim(mut self) -> PermitId {
+    fn claim(mut self) -> Vec<PermitId> {
         self.inner = None;
-        self.id.clone()
+        std::mem::take(&mut self.ids)
     }
 }
 
@@ -198,9 +198,11 @@ impl Drop for Taken {
         let Some(inner) = self.inner.take() else {
             return;
         };
-        let id = self.id.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { inner.give_back(&id).await });
+            for id in std::mem::take(&mut self.ids) {
+                let inner = inner.clone();
+                rt.spawn(async move { inner.give_back(&id).await });
+            }
         }
     }
 }
@@ -298,30 +300,46 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<PermitId>> {
+        let ids = self.acquire_many_within(wait, lease, 1).await?;
+        Ok(ids.and_then(|ids| ids.into_iter().next()))
+    }
+
+    /// `n` permits in one script, all or none, waiting up to `wait` (`None`: forever).
+    pub(super) async fn acquire_many_within(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+        n: u32,
+    ) -> Result<Option<Vec<PermitId>>> {
         self.inner.check()?;
         expiry_of(lease)?;
+        super::check_permits(n)?;
+        if n == 0 {
+            return Err(LockError::InvalidArgument("acquire at least one permit"));
+        }
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
         wait_for(&c.client, &c.channel, Wake::Permits, deadline, || async {
-            self.attempt(lease).await
+            self.attempt(lease, n).await
         })
         .await
     }
 
     /// One acquire request, in a task of its own (see "Cancel safety").
-    async fn attempt(&self, lease: Option<Duration>) -> Result<Step<PermitId>> {
+    async fn attempt(&self, lease: Option<Duration>, n: u32) -> Result<Step<Vec<PermitId>>> {
         let inner = self.inner.clone();
         let expiry = expiry_of(lease)?;
         let (tx, rx) = oneshot::channel::<Result<Step<Taken>>>();
         tokio::spawn(async move {
-            let id = PermitId::random();
+            let id: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
             let now = epoch_ms();
-            let inv = scripts::pes_acquire(&inner.keys(), &id.bytes, expiry, now);
-            // Safe to repeat: the script takes nothing more for an id already held.
+            let inv =
+                scripts::pes_acquire(&inner.keys(), id.iter().map(|i| i.bytes()), expiry, now);
+            // Safe to repeat: the script takes nothing more when the first id is already held.
             let reply = run_repeatable::<(i64, i64)>(&inner.client, &inner.name, &inv).await;
-            let taken = |inner: &Arc<Inner>, id| Taken {
+            let taken = |inner: &Arc<Inner>, ids| Taken {
                 inner: Some(inner.clone()),
-                id,
+                ids,
             };
             let outcome = match reply {
                 Ok((1, _)) => Ok(Step::Done(taken(&inner, id))),

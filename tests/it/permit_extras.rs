@@ -129,3 +129,50 @@ async fn releasing_several_permits_at_once() {
     pes.release_many(&[d, e2]).await.unwrap();
     assert_eq!(pes.available_permits().await.unwrap(), 4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_permits_are_taken_together() {
+    let (_server, _client, mut raw, pes) = pes_fixture("px:acq", 3).await;
+    let minute = Duration::from_secs(60);
+    let ids = pes.acquire_many(2, Some(minute)).await.unwrap();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(pes.available_permits().await.unwrap(), 1);
+    for id in &ids {
+        let left = pes.get_lease_time(id).await.unwrap().unwrap();
+        assert!(left > minute - Duration::from_secs(10), "{left:?}");
+    }
+    // Two are not there: none is taken.
+    let none = pes.try_acquire_many(2, Duration::ZERO, None).await.unwrap();
+    assert!(none.is_empty());
+    assert_eq!(pes.available_permits().await.unwrap(), 1);
+    let held: i64 = raw.zcard("{px:acq}:timeout").await.unwrap();
+    assert_eq!(held, 2, "a partial acquire");
+    // A waiter for two gets both once one more comes back.
+    let waiter = {
+        let pes = pes.clone();
+        tokio::spawn(async move { pes.try_acquire_many(2, Duration::from_secs(30), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "took two of one");
+    pes.release(&ids[0]).await.unwrap();
+    let got = tokio::time::timeout(WAIT, waiter)
+        .await
+        .expect("the waiter was not woken")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(pes.available_permits().await.unwrap(), 0);
+    assert_eq!(pes.acquired_permits().await.unwrap(), 3);
+    // Bad input is refused before anything is sent.
+    for n in [0, u32::MAX] {
+        let e = pes.acquire_many(n, None).await.unwrap_err();
+        assert!(e.is_invalid_argument(), "{n}: {e:?}");
+    }
+    let e = pes
+        .try_acquire_many(1, Duration::ZERO, Some(Duration::ZERO))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    assert_eq!(pes.acquired_permits().await.unwrap(), 3);
+}

@@ -95,5 +95,32 @@ async fn permit_totals_lease_times_and_release_lists_across_the_fence() {
         } else {
             pes.release_many(&[x, y]).await.unwrap();
         }
+
+        // Several ids at once: Java's acquire(n, lease) released by ours, ours by Java.
+        if let Some(ids) = newer(&peer, &format!("pes.acquiremany {name} 3 60000")).await {
+            let ids: Vec<PermitId> = ids
+                .split(',')
+                .map(|i| PermitId::parse(i).unwrap())
+                .collect();
+            assert_eq!(ids.len(), 3, "{v}");
+            assert_eq!(pes.acquired_permits().await.unwrap(), 3, "{v}");
+            pes.release_many(&ids).await.unwrap();
+        }
+        let ids = pes
+            .acquire_many(3, Some(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert_eq!(
+            peer.int("a", &format!("pes.available {name}")).await,
+            3,
+            "{v}"
+        );
+        let list: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        let cmd = format!("pes.tryreleasemany {name} {}", list.join(","));
+        match newer(&peer, &cmd).await {
+            Some(n) => assert_eq!(n, "3", "{v}"),
+            None => pes.release_many(&ids).await.unwrap(),
+        }
+        assert_eq!(pes.available_permits().await.unwrap(), 6, "{v}");
     }
 }

@@ -210,6 +210,7 @@ final class Ops {
     static final class Sync {
         private Sync() {}
 
+        @SuppressWarnings("unchecked")
         static String run(RedissonClient client, String op, List<String> a) throws Exception {
             switch (op) {
                 case "sem.trysetpermits":
@@ -270,6 +271,13 @@ final class Ops {
                 case "pes.leasetime":
                     return str(call(pes(client, a), "getLeaseTime", new Class<?>[] {String.class},
                             arg(a, 1, "permitId")));
+                case "pes.acquiremany": {
+                    // acquire(permits, leaseTime, unit): several ids at once.
+                    Object ids = call(pes(client, a), "acquire",
+                            new Class<?>[] {int.class, long.class, TimeUnit.class},
+                            int32(a, 1, "permits"), num(a, 2, "leaseMs"), MS);
+                    return String.join(",", (List<String>) ids);
+                }
                 case "pes.releasemany":
                     call(pes(client, a), "release", new Class<?>[] {List.class}, ids(a));
                     return "true";
