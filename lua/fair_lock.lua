@@ -9,6 +9,9 @@
 -- ARGV[3]  thread wait time in ms (how long a queued waiter may be absent)
 -- ARGV[4]  now, epoch milliseconds (client clock, as Redisson)
 -- ARGV[5]  `1`: join the queue when the lock is busy; `0`: never enqueue (tryLock without wait)
+-- ARGV[6]  `1`: non-reentrant (RedissonNonReentrantFairLock, 4.4+): an acquire by the owner that
+--          holds the lock is refused with the error `NON_REENTRANT_REACQUIRE` and changes
+--          nothing; `0` (or absent): re-entry increments the count, as RFairLock
 --
 -- Returns: acquired -> {new hold count}; otherwise the milliseconds to wait at most before trying
 -- again (-1: wait for a message only). Unlike Redisson, a queued waiter whose turn has not come
@@ -39,8 +42,11 @@ if (redis.call('exists', KEYS[1]) == 0)
     return {1}
 end
 
--- 3. Re-entry.
+-- 3. Re-entry (refused by the non-reentrant kind, before the queue is touched, as Redisson).
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if ARGV[6] == '1' then
+        return redis.error_reply('NON_REENTRANT_REACQUIRE')
+    end
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {count}

@@ -40,7 +40,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{LockError, Result};
-use crate::raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
+use crate::raw::{
+    Backoff, Fair, Fenced, LockKind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
+};
 use crate::{ClientStats, Config, LockOwner, LockTtl};
 
 /// The runtime, shut down in the background when the last handle goes (a plain drop would
@@ -145,6 +147,16 @@ impl Client {
     /// The fair lock called `name` (Redisson's `getFairLock`).
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Lock<Fair> {
         self.wrap(self.inner.get_fair_lock(name))
+    }
+
+    /// The non-reentrant lock called `name` (Redisson's `getNonReentrantLock`).
+    pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> Lock<NonReentrant> {
+        self.wrap(self.inner.get_non_reentrant_lock(name))
+    }
+
+    /// The non-reentrant fair lock called `name` (Redisson's `getNonReentrantFairLock`).
+    pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Lock<NonReentrantFair> {
+        self.wrap(self.inner.get_non_reentrant_fair_lock(name))
     }
 
     /// The fenced lock called `name` (Redisson's `getFencedLock`).
@@ -346,6 +358,17 @@ impl<K: LockKind> Lock<K> {
     /// As [`crate::Lock::remain_time_to_live`].
     pub fn remain_time_to_live(&self) -> Result<LockTtl> {
         self.run(|l| async move { l.remain_time_to_live().await })
+    }
+}
+
+impl Lock<Fenced> {
+    /// The fencing token counter's current value, without acquiring.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::current_token`].
+    pub fn current_token(&self) -> Result<Option<i64>> {
+        self.run(|l| async move { l.current_token().await })
     }
 }
 

@@ -11,7 +11,7 @@ use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
 use crate::pubsub::{PubSub, Source};
-use crate::raw::{Backoff, Fair, Fenced, Reentrant, Spin};
+use crate::raw::{Backoff, Fair, Fenced, NonReentrant, NonReentrantFair, Reentrant, Spin};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
@@ -195,6 +195,36 @@ impl Client {
     /// ```
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Lock<Fair> {
         Lock::new(self.clone(), name.into(), Fair)
+    }
+
+    /// The non-reentrant lock called `name` (Redisson 4.4+'s `getNonReentrantLock`): an RLock
+    /// (same data) that its holder cannot take twice. See [`NonReentrant`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let lock = client.get_non_reentrant_lock("report");
+    /// let guard = lock.lock().await?;
+    /// // The holder's second acquire is refused (Java: IllegalMonitorStateException).
+    /// assert!(lock.try_lock().await.unwrap_err().is_already_held());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> Lock<NonReentrant> {
+        Lock::new(self.clone(), name.into(), NonReentrant)
+    }
+
+    /// The non-reentrant fair lock called `name` (Redisson 4.4+'s `getNonReentrantFairLock`):
+    /// a fair lock (same data, same queue) that its holder cannot take twice. See
+    /// [`NonReentrantFair`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_non_reentrant_fair_lock("printer").lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Lock<NonReentrantFair> {
+        Lock::new(self.clone(), name.into(), NonReentrantFair)
     }
 
     /// The read-write lock called `name` (Redisson's `getReadWriteLock`).

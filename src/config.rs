@@ -30,6 +30,8 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
 /// batched `UNLINK`; past that, a receipt is left to expire by its own PX, so memory stays bounded
 /// at any release rate.
 pub const DEFAULT_LATCH_QUEUE: usize = 16_384;
+/// Default of [`Config::with_watchdog_batch_size`]: Redisson's `lockWatchdogBatchSize` (100).
+pub const DEFAULT_WATCHDOG_BATCH_SIZE: usize = 100;
 
 /// How long `WAIT` may take for replicas to confirm a lock write (Redisson's
 /// `slavesSyncTimeout`).
@@ -124,6 +126,7 @@ pub struct Config {
     sharded_pubsub: ShardedPubSub,
     replica_sync: Option<Option<Duration>>,
     watchdog_timeout: Duration,
+    watchdog_batch_size: usize,
     response_timeout: Duration,
     connection_timeout: Duration,
     subscription_timeout: Duration,
@@ -177,6 +180,7 @@ impl Config {
             sharded_pubsub: ShardedPubSub::Auto,
             replica_sync: None,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
+            watchdog_batch_size: DEFAULT_WATCHDOG_BATCH_SIZE,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             subscription_timeout: DEFAULT_SUBSCRIPTION_TIMEOUT,
@@ -240,6 +244,26 @@ impl Config {
     pub fn with_watchdog_timeout(mut self, lease: Duration) -> Self {
         self.watchdog_timeout = lease;
         self
+    }
+
+    /// How many holds the watchdog renews with one script (Redisson's `lockWatchdogBatchSize`,
+    /// default [`DEFAULT_WATCHDOG_BATCH_SIZE`]): a client holding 1,000 watchdog locks sends 10
+    /// renewal scripts per tick by default. Larger batches mean fewer round trips and longer
+    /// scripts (the server runs nothing else meanwhile). At least 1.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::new("redis://127.0.0.1/").with_watchdog_batch_size(500);
+    /// assert_eq!(config.watchdog_batch_size(), 500);
+    /// ```
+    pub fn with_watchdog_batch_size(mut self, holds: usize) -> Self {
+        self.watchdog_batch_size = holds;
+        self
+    }
+
+    /// See [`Config::with_watchdog_batch_size`].
+    pub fn watchdog_batch_size(&self) -> usize {
+        self.watchdog_batch_size
     }
 
     /// Reply timeout of each command.
@@ -496,7 +520,7 @@ impl Config {
         ];
         let aof = self.aof_sync;
         // Each rule with the message its violation gives, checked in order; the URLs last.
-        let rules: [(bool, &'static str); 14] = [
+        let rules: [(bool, &'static str); 15] = [
             (
                 durations.iter().any(|d| *d > MAX) || self.replica_sync().is_some_and(|d| d > MAX),
                 "durations in the configuration must be at most 100 years",
@@ -552,6 +576,10 @@ impl Config {
             (
                 self.retry_attempts == 0,
                 "retry attempts must be at least 1",
+            ),
+            (
+                self.watchdog_batch_size == 0,
+                "the watchdog batch size must be at least 1",
             ),
         ];
         match rules.iter().find(|(broken, _)| *broken) {

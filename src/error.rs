@@ -17,6 +17,18 @@ pub enum LockError {
         /// The hash field (`<client uuid>:<owner id>`) that was checked.
         field: String,
     },
+    /// A non-reentrant lock ([`Client::get_non_reentrant_lock`](crate::Client::get_non_reentrant_lock),
+    /// [`Client::get_non_reentrant_fair_lock`](crate::Client::get_non_reentrant_fair_lock))
+    /// was acquired again by the owner that holds it (Java's `IllegalMonitorStateException:
+    /// Lock '...' is non-reentrant and is already held by thread ...`). Nothing was changed:
+    /// the owner still holds it once.
+    #[error("lock `{name}` is non-reentrant and is already held by owner `{field}`")]
+    AlreadyHeld {
+        /// The lock name.
+        name: String,
+        /// The holder's hash field (`<client uuid>:<owner id>`).
+        field: String,
+    },
     /// A hold this guard had is gone: its lease expired, the key was deleted or force-unlocked,
     /// or the server lost it (restart without persistence, failover).
     #[error("the lease on lock `{name}` was lost before it was released")]
@@ -134,6 +146,12 @@ impl LockError {
     /// `true` for [`LockError::NotOwner`].
     pub fn is_not_owner(&self) -> bool {
         matches!(self, LockError::NotOwner { .. })
+    }
+
+    /// `true` for [`LockError::AlreadyHeld`]: the holder of a non-reentrant lock tried to
+    /// take it again.
+    pub fn is_already_held(&self) -> bool {
+        matches!(self, LockError::AlreadyHeld { .. })
     }
 
     /// `true` for [`LockError::LeaseLost`].
@@ -262,6 +280,10 @@ pub enum QuorumOperation {
     Acquire,
     /// Releasing: some members could not be released (the others were).
     Unlock,
+    /// Asking whether the current owner holds it
+    /// ([`MultiLock::is_held_by_current`](crate::MultiLock::is_held_by_current)): too many
+    /// members failed to answer for the answer to be known.
+    Query,
 }
 
 /// A [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) operation that failed on
@@ -291,7 +313,8 @@ pub enum QuorumOperation {
 pub struct QuorumError {
     /// What was being done.
     pub operation: QuorumOperation,
-    /// Nodes on which it succeeded: member locks taken (acquire) or released (unlock).
+    /// Nodes on which it succeeded: member locks taken (acquire), released (unlock) or found
+    /// held (query).
     pub acquired: usize,
     /// How many had to succeed: the quorum (acquire) or every held member (unlock).
     pub required: usize,
@@ -322,6 +345,11 @@ impl std::fmt::Display for QuorumError {
             QuorumOperation::Acquire => write!(
                 f,
                 "lock quorum not reached: {} of {} required locks taken",
+                self.acquired, self.required
+            )?,
+            QuorumOperation::Query => write!(
+                f,
+                "multi-lock state unknown: {} of {} required members held, the others failed",
                 self.acquired, self.required
             )?,
             QuorumOperation::Unlock => write!(

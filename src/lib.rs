@@ -33,7 +33,8 @@ pub use config::{
     AofSync, Config, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
     DEFAULT_FAIR_LOCK_WAIT_TIMEOUT, DEFAULT_LATCH_QUEUE, DEFAULT_REPLICA_SYNC_TIMEOUT,
     DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY,
-    DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,
+    DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_BATCH_SIZE, DEFAULT_WATCHDOG_TIMEOUT,
+    MAX_RETRY_DELAY,
 };
 pub use conn::Connection;
 pub use error::{LockError, Result};
@@ -43,9 +44,11 @@ pub use multi::{
     All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,
 };
 pub use owner::LockOwner;
-pub use raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
+pub use raw::{
+    Backoff, Fair, Fenced, LockKind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
+};
 pub use rwlock::ReadWriteLock;
-pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
+pub use sync::{CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitId, Semaphore};
 pub use tls::Tls;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.
@@ -56,5 +59,9 @@ pub type RLockGuard = LockGuard<Reentrant>;
 pub type FairLock = Lock<Fair>;
 /// Redisson's fenced lock (`RFencedLock`): [`Client::get_fenced_lock`].
 pub type FencedLock = Lock<Fenced>;
+/// Redisson's non-reentrant lock (4.4+): [`Client::get_non_reentrant_lock`].
+pub type NonReentrantLock = Lock<NonReentrant>;
+/// Redisson's non-reentrant fair lock (4.4+): [`Client::get_non_reentrant_fair_lock`].
+pub type NonReentrantFairLock = Lock<NonReentrantFair>;
 /// Redisson's spin lock (`RSpinLock`, no pub/sub): [`Client::get_spin_lock`].
 pub type SpinLock = Lock<Spin>;

@@ -1,5 +1,6 @@
 //! The lease watchdog: one task per client that renews every watchdog-mode hold every
-//! `watchdog_timeout / 3`, in batches of [`BATCH`] keys per script.
+//! `watchdog_timeout / 3`, in batches of `Config::watchdog_batch_size` holds per script
+//! (Redisson's `lockWatchdogBatchSize`, 100 by default).
 //!
 //! * The task holds only a `Weak` to the client and is aborted when the client is dropped.
 //! * A renewal that finds the owner field gone ends the hold's epoch: its guards report
@@ -20,9 +21,6 @@ use crate::keys::slot_of;
 use crate::observe;
 use crate::raw::Renewal;
 use crate::shared::ClientInner;
-
-/// Keys renewed per script (Redisson's `lockWatchdogBatchSize`).
-pub(crate) const BATCH: usize = 100;
 
 pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify>) {
     // This task is spawned while the client is being built: until `with_config` wakes it once
@@ -73,7 +71,8 @@ pub(crate) async fn renew_all(client: &ClientInner) {
         let slot = cluster.then(|| slot_of(h.key.as_bytes()));
         groups.entry((h.renewal.batch(), slot)).or_default().push(h);
     }
-    let batches = groups.values().flat_map(|g| g.chunks(BATCH)).map(|chunk| {
+    let batch = client.config.watchdog_batch_size().max(1);
+    let batches = groups.values().flat_map(|g| g.chunks(batch)).map(|chunk| {
         let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
         let inv = Renewal::script(
             lease_ms,

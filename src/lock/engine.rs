@@ -349,6 +349,14 @@ impl<K: LockKind> Lock<K> {
             Ok(v) => v,
             // Unknown outcome (or no replica confirmed it): stays in flight, trimmed.
             Err(e) if is_connection_error(&e) => return Err(self.write_error(&mut conn, e)),
+            // A non-reentrant kind refused its holder: nothing changed.
+            Err(e) if crate::scripts::is_reentry_refusal(&e) => {
+                flight.settled();
+                return Err(LockError::AlreadyHeld {
+                    name: self.name().to_owned(),
+                    field: hold.field.to_string(),
+                });
+            }
             Err(e) => {
                 flight.settled();
                 return Err(from_script(self.name(), e));

@@ -162,3 +162,46 @@ impl<K: LockKind> Lock<K> {
         })
     }
 }
+
+impl Lock<crate::raw::Fenced> {
+    /// The fencing token counter's current value, without acquiring (Redisson's
+    /// `RFencedLock.getToken`): the token of the latest acquisition by anyone (re-entries
+    /// included), `None` before the first (where Java's `getToken` answers `0`; tokens start at
+    /// 1). A `GET` of `redisson_lock_token:{<name>}`.
+    ///
+    /// It says nothing about who holds the lock now; a holder's own token is its guard's
+    /// [`token`](crate::LockGuard::token).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`](crate::LockError::InvalidArgument) for a name refused on
+    /// a cluster (nothing is sent); [`LockError::UnexpectedReply`](crate::LockError::UnexpectedReply)
+    /// when the counter holds something that is not an integer; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::FencedLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// assert_eq!(lock.current_token().await?, Some(guard.token()));
+    /// # Ok(()) }
+    /// ```
+    pub async fn current_token(&self) -> Result<Option<i64>> {
+        self.check_name()?;
+        let key = crate::keys::prefix_name(crate::keys::TOKEN_PREFIX, self.name());
+        let mut conn = self.client().conn();
+        let value: Option<String> = conn.get(&key).await.map_err(|e| from_script(&key, e))?;
+        value
+            .map(|v| {
+                v.parse().map_err(|_| crate::LockError::UnexpectedReply {
+                    key: key.clone(),
+                    reply: format!("{v:?}"),
+                })
+            })
+            .transpose()
+    }
+}

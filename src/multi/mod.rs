@@ -3,6 +3,7 @@
 
 mod guard;
 mod policy;
+mod query;
 mod round;
 
 use round::Outcome;

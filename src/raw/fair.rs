@@ -27,7 +27,7 @@ use crate::scripts::{self, Call, FairKeys, Layout};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Fair;
 
-fn fair_keys<'k>(op: &'k Op<'_>, queue: &'k str, timeouts: &'k str) -> FairKeys<'k> {
+pub(super) fn fair_keys<'k>(op: &'k Op<'_>, queue: &'k str, timeouts: &'k str) -> FairKeys<'k> {
     FairKeys {
         lock: op.key,
         queue,
@@ -36,10 +36,23 @@ fn fair_keys<'k>(op: &'k Op<'_>, queue: &'k str, timeouts: &'k str) -> FairKeys<
     }
 }
 
-fn names(key: &str) -> (String, String) {
+pub(super) fn names(key: &str) -> (String, String) {
     (
         keys::prefix_name(keys::FAIR_QUEUE_PREFIX, key),
         keys::prefix_name(keys::FAIR_TIMEOUT_PREFIX, key),
+    )
+}
+
+/// The fair acquire; `reentrant: false` for the non-reentrant fair lock.
+pub(super) fn acquire(op: &Op<'_>, enqueue: bool, reentrant: bool) -> Call {
+    let (queue, timeouts) = names(op.key);
+    scripts::fair_lock(
+        &fair_keys(op, &queue, &timeouts),
+        op.lease_ms,
+        op.field,
+        (op.wait_ms, op.now_ms),
+        enqueue,
+        reentrant,
     )
 }
 
@@ -54,15 +67,7 @@ impl RawLock for Fair {
     };
 
     fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call {
-        let (queue, timeouts) = names(op.key);
-        scripts::fair_lock(
-            &fair_keys(op, &queue, &timeouts),
-            op.lease_ms,
-            op.field,
-            op.wait_ms,
-            op.now_ms,
-            enqueue,
-        )
+        acquire(op, enqueue, true)
     }
 
     fn release_script(&self, op: &Op<'_>) -> Call {

@@ -6,12 +6,14 @@
 
 mod fair;
 mod fenced;
+mod non_reentrant;
 mod reentrant;
 mod rw;
 mod spin;
 
 pub use fair::Fair;
 pub use fenced::Fenced;
+pub use non_reentrant::{NonReentrant, NonReentrantFair};
 pub use reentrant::Reentrant;
 pub use rw::{Read, Write};
 pub(crate) use spin::Delays;
@@ -101,7 +103,8 @@ impl Renewal {
 /// (channels, owner fields, trim and renewal scripts, related keys) from it.
 #[derive(Clone, Copy, Debug)]
 pub struct KindSpec {
-    /// A short name for logs and metrics: `lock`, `fair`, `fenced`, `read`, `write`, `spin`.
+    /// A short name for logs and metrics: `lock`, `fair`, `fenced`, `read`, `write`, `spin`,
+    /// `non_reentrant`, `non_reentrant_fair`.
     pub name: &'static str,
     /// Channel prefix: `redisson_lock__channel`, or `redisson_rwlock` for both sides of a
     /// read-write lock.

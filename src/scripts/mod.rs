@@ -89,6 +89,13 @@ scripts! {
     PES_AVAILABLE => "pes_available.lua",
     PES_UPDATE_LEASE => "pes_update_lease.lua",
     PES_ADD => "pes_add.lua",
+    NR_LOCK => "nr_lock.lua",
+    SEMAPHORE_RELEASE_IF_EXISTS => "semaphore_release_if_exists.lua",
+    SYNC_EXPIRE => "sync_expire.lua",
+    PES_COUNTS => "pes_counts.lua",
+    PES_SET_PERMITS => "pes_set_permits.lua",
+    PES_LEASE_TIME => "pes_lease_time.lua",
+    PES_RELEASE_MANY => "pes_release_many.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the
@@ -190,6 +197,22 @@ pub(crate) fn lock(key: &str, lease_ms: u64, field: &str) -> Call {
     call!(LOCK; key; lease_ms, field)
 }
 
+/// The non-reentrant lock's acquire (`lua/nr_lock.lua`).
+pub(crate) fn nr_lock(key: &str, lease_ms: u64, field: &str) -> Call {
+    call!(NR_LOCK; key; lease_ms, field)
+}
+
+/// The error both non-reentrant acquires reply when the owner already holds the lock
+/// (Redisson's `RedissonNonReentrantLock.REENTRY_ERR`).
+pub(crate) const REENTRY_ERR: &str = "NON_REENTRANT_REACQUIRE";
+
+/// Whether `e` is a non-reentrant acquire's refusal ([`REENTRY_ERR`]).
+pub(crate) fn is_reentry_refusal(e: &redis::RedisError) -> bool {
+    e.code() == Some(REENTRY_ERR)
+        || e.detail().is_some_and(|d| d.contains(REENTRY_ERR))
+        || e.to_string().contains(REENTRY_ERR)
+}
+
 pub(crate) fn fenced_lock(key: &str, token_key: &str, lease_ms: u64, field: &str) -> Call {
     call!(FENCED_LOCK; key, token_key; lease_ms, field)
 }
@@ -268,16 +291,20 @@ pub(crate) struct FairKeys<'k> {
     pub(crate) channel: &'k str,
 }
 
+/// `reentrant: false`: the non-reentrant fair lock (a second acquire by the holder is refused
+/// with [`REENTRY_ERR`]).
 pub(crate) fn fair_lock(
     k: &FairKeys<'_>,
     lease_ms: u64,
     field: &str,
-    wait_ms: u64,
-    now_ms: u64,
+    (wait_ms, now_ms): (u64, u64),
     enqueue: bool,
+    reentrant: bool,
 ) -> Call {
     let enqueue = if enqueue { "1" } else { "0" };
-    call!(FAIR_LOCK; k.lock, k.queue, k.timeouts; lease_ms, field, wait_ms, now_ms, enqueue)
+    let non_reentrant = if reentrant { "0" } else { "1" };
+    call!(FAIR_LOCK; k.lock, k.queue, k.timeouts;
+        lease_ms, field, wait_ms, now_ms, enqueue, non_reentrant)
 }
 
 pub(crate) fn fair_unlock(k: &FairKeys<'_>, op: &Op<'_>) -> Call {

@@ -34,8 +34,31 @@ pub(crate) fn semaphore_release(
     call!(SEMAPHORE_RELEASE; k.name, k.channel, receipt; permits, k.publish, receipt_ms)
 }
 
-pub(crate) fn semaphore_try_set(k: &SemKeys<'_>, permits: i32) -> Call {
-    call!(SEMAPHORE_TRY_SET; k.name, k.channel; permits, k.publish)
+/// `ttl_ms`: the key's time to live, 0 for none.
+pub(crate) fn semaphore_try_set(k: &SemKeys<'_>, permits: i32, ttl_ms: u64) -> Call {
+    call!(SEMAPHORE_TRY_SET; k.name, k.channel; permits, k.publish, ttl_ms)
+}
+
+pub(crate) fn semaphore_release_if_exists(
+    k: &SemKeys<'_>,
+    receipt: &str,
+    permits: u32,
+    receipt_ms: u64,
+) -> Call {
+    call!(SEMAPHORE_RELEASE_IF_EXISTS; k.name, k.channel, receipt; permits, k.publish, receipt_ms)
+}
+
+// === TTLs of every synchronizer ===
+
+/// `ttl_ms`: `None` removes the keys' TTL (`PERSIST`).
+pub(crate) fn sync_expire(keys: &[&str], ttl_ms: Option<u64>) -> Call {
+    let mut call = Call::new(&SYNC_EXPIRE, keys.len());
+    keys.iter().for_each(|k| _ = call.key(*k));
+    match ttl_ms {
+        Some(ms) => call.arg(ms),
+        None => call.arg("persist"),
+    };
+    call
 }
 
 pub(crate) fn semaphore_add(k: &SemKeys<'_>, permits: i32) -> Call {
@@ -84,9 +107,22 @@ pub(crate) struct PesKeys<'k> {
     pub(crate) publish: &'k str,
 }
 
-pub(crate) fn pes_acquire(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_ms: u64) -> Call {
-    call!(PES_ACQUIRE; k.name, k.timeouts, k.channel;
-        1, expiry_ms, now_ms, NON_EXPIRABLE, k.publish, id)
+/// Takes one permit per id in `ids`, all or none.
+pub(crate) fn pes_acquire<'i>(
+    k: &PesKeys<'_>,
+    ids: impl ExactSizeIterator<Item = &'i [u8]>,
+    expiry_ms: u64,
+    now_ms: u64,
+) -> Call {
+    let mut call = Call::new(&PES_ACQUIRE, 3);
+    call.key(k.name).key(k.timeouts).key(k.channel);
+    call.arg(ids.len())
+        .arg(expiry_ms)
+        .arg(now_ms)
+        .arg(NON_EXPIRABLE)
+        .arg(k.publish);
+    ids.for_each(|id| _ = call.arg(id));
+    call
 }
 
 pub(crate) fn pes_release(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> Call {
@@ -103,4 +139,30 @@ pub(crate) fn pes_update_lease(k: &PesKeys<'_>, id: &[u8], expiry_ms: u64, now_m
 
 pub(crate) fn pes_add(k: &PesKeys<'_>, permits: i32) -> Call {
     call!(PES_ADD; k.name, k.channel; permits, k.publish)
+}
+
+/// `acquired`: the permits held; else available + held.
+pub(crate) fn pes_counts(k: &PesKeys<'_>, now_ms: u64, acquired: bool) -> Call {
+    let which = if acquired { "acquired" } else { "total" };
+    call!(PES_COUNTS; k.name, k.timeouts, k.channel; now_ms, k.publish, which)
+}
+
+pub(crate) fn pes_set_permits(k: &PesKeys<'_>, permits: i32) -> Call {
+    call!(PES_SET_PERMITS; k.name, k.channel, k.timeouts; permits, k.publish)
+}
+
+pub(crate) fn pes_lease_time(k: &PesKeys<'_>, id: &[u8], now_ms: u64) -> Call {
+    call!(PES_LEASE_TIME; k.timeouts; id, now_ms, NON_EXPIRABLE)
+}
+
+pub(crate) fn pes_release_many<'i>(
+    k: &PesKeys<'_>,
+    ids: impl Iterator<Item = &'i [u8]>,
+    now_ms: u64,
+) -> Call {
+    let mut call = Call::new(&PES_RELEASE_MANY, 3);
+    call.key(k.name).key(k.channel).key(k.timeouts);
+    call.arg(now_ms).arg(k.publish);
+    ids.for_each(|id| _ = call.arg(id));
+    call
 }

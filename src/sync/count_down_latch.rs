@@ -66,6 +66,10 @@ impl CountDownLatch {
         &self.inner.name
     }
 
+    pub(super) fn named(&self) -> &Named {
+        &self.inner
+    }
+
     /// Sets the count if the latch does not exist (Redisson's `trySetCount`) and publishes `1`.
     /// `Ok(false)`: it exists (is armed), nothing changed. A count of zero stores `0`: an open
     /// latch that still exists.

@@ -8,8 +8,10 @@
 //! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
 
 mod count_down_latch;
+mod permit_extras;
 mod permit_semaphore;
 mod semaphore;
+mod ttl;
 
 pub use count_down_latch::CountDownLatch;
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
@@ -154,6 +156,33 @@ impl Named {
         Ok(v.unwrap_or(0))
     }
 
+    /// Sets (`Some`) or removes (`None`) the time to live of `keys` (the object's keys, the name
+    /// first): whether any key's TTL changed. A TTL of zero or over 100 years is refused before
+    /// anything is sent.
+    pub(crate) async fn expire_keys(&self, keys: &[&str], ttl: Option<Duration>) -> Result<bool> {
+        self.check()?;
+        if let Some(ttl) = ttl {
+            check_ttl(ttl)?;
+        }
+        let inv = crate::scripts::sync_expire(keys, ttl.map(crate::config::millis));
+        Ok(run_repeatable::<i64>(&self.client, &self.name, &inv).await? == 1)
+    }
+
+    /// The name's time to live (`PTTL`; Redisson's `remainTimeToLive`).
+    pub(crate) async fn key_ttl(&self) -> Result<KeyTtl> {
+        self.check()?;
+        let mut conn = self.client.conn();
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&self.name)
+            .query_async(&mut conn)
+            .await?;
+        Ok(match ttl {
+            -2 => KeyTtl::NoKey,
+            t if t < 0 => KeyTtl::NoExpiry,
+            t => KeyTtl::Expires(Duration::from_millis(t.unsigned_abs())),
+        })
+    }
+
     /// The error for a refused name (nothing is sent).
     pub(crate) fn check(&self) -> Result<()> {
         match self.refused {
@@ -200,6 +229,34 @@ fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str
              without `{` `}` or with one non-empty hash tag, e.g. `{jobs}:pool` (Redisson's \
              naming rule puts the channel of other names in another slot)",
         )
+}
+
+/// The time to live of a synchronizer's key, from `remain_time_to_live` (Redisson's
+/// `remainTimeToLive`: `-2`, `-1` or the milliseconds left).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyTtl {
+    /// The key does not exist (`PTTL` -2).
+    NoKey,
+    /// The key exists without a time to live (`PTTL` -1).
+    NoExpiry,
+    /// The key is deleted in this much time.
+    Expires(Duration),
+}
+
+/// A time to live for a synchronizer key: non-zero (a zero TTL would delete it: use `delete`)
+/// and at most 100 years.
+pub(crate) fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(LockError::InvalidArgument(
+            "a time to live must be non-zero (delete() removes the object)",
+        ));
+    }
+    if ttl > crate::time::MAX_DURATION {
+        return Err(LockError::InvalidArgument(
+            "a time to live must be at most 100 years",
+        ));
+    }
+    Ok(())
 }
 
 /// A permit amount as Java's `int` sees it: at most `i32::MAX`.

@@ -59,6 +59,11 @@ impl PermitId {
         })
     }
 
+    /// The id's 16 raw bytes (its form on the wire).
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The id as 32 lowercase hex characters (what Java's API hands out).
     pub fn as_str(&self) -> &str {
         &self.hex
@@ -113,11 +118,11 @@ impl std::fmt::Display for PermitId {
 /// ```
 #[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(super) struct Inner {
     named: Named,
     /// The permits' lease ends: a sorted set `{<name>}:timeout`.
     timeouts: String,
@@ -131,7 +136,7 @@ impl std::ops::Deref for Inner {
 }
 
 impl Inner {
-    fn keys(&self) -> PesKeys<'_> {
+    pub(super) fn keys(&self) -> PesKeys<'_> {
         PesKeys {
             name: &self.name,
             timeouts: &self.timeouts,
@@ -175,16 +180,16 @@ impl Inner {
     }
 }
 
-/// A permit taken for one request: released when dropped, unless claimed.
+/// The permits taken for one request: released when dropped, unless claimed.
 struct Taken {
     inner: Option<Arc<Inner>>,
-    id: PermitId,
+    ids: Vec<PermitId>,
 }
 
 impl Taken {
-    fn claim(mut self) -> PermitId {
+    fn claim(mut self) -> Vec<PermitId> {
         self.inner = None;
-        self.id.clone()
+        std::mem::take(&mut self.ids)
     }
 }
 
@@ -193,9 +198,11 @@ impl Drop for Taken {
         let Some(inner) = self.inner.take() else {
             return;
         };
-        let id = self.id.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { inner.give_back(&id).await });
+            for id in std::mem::take(&mut self.ids) {
+                let inner = inner.clone();
+                rt.spawn(async move { inner.give_back(&id).await });
+            }
         }
     }
 }
@@ -229,6 +236,15 @@ impl PermitExpirableSemaphore {
         &self.inner.name
     }
 
+    pub(super) fn named(&self) -> &Named {
+        &self.inner.named
+    }
+
+    /// Its keys: the count and the leases' sorted set `{<name>}:timeout`.
+    pub(super) fn all_keys(&self) -> [&str; 2] {
+        [&self.inner.name, &self.inner.timeouts]
+    }
+
     /// Sets the number of permits if the semaphore does not exist (Redisson's `trySetPermits`)
     /// and publishes it. `Ok(false)`: it exists, nothing changed.
     ///
@@ -244,7 +260,7 @@ impl PermitExpirableSemaphore {
             publish: c.client.publish_command(),
         };
         // Redisson's script is the semaphore's, word for word.
-        let inv = scripts::semaphore_try_set(&k, permits);
+        let inv = scripts::semaphore_try_set(&k, permits, 0);
         Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
     }
 
@@ -284,30 +300,46 @@ impl PermitExpirableSemaphore {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<PermitId>> {
+        let ids = self.acquire_many_within(wait, lease, 1).await?;
+        Ok(ids.and_then(|ids| ids.into_iter().next()))
+    }
+
+    /// `n` permits in one script, all or none, waiting up to `wait` (`None`: forever).
+    pub(super) async fn acquire_many_within(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+        n: u32,
+    ) -> Result<Option<Vec<PermitId>>> {
         self.inner.check()?;
         expiry_of(lease)?;
+        super::check_permits(n)?;
+        if n == 0 {
+            return Err(LockError::InvalidArgument("acquire at least one permit"));
+        }
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
         wait_for(&c.client, &c.channel, Wake::Permits, deadline, || async {
-            self.attempt(lease).await
+            self.attempt(lease, n).await
         })
         .await
     }
 
     /// One acquire request, in a task of its own (see "Cancel safety").
-    async fn attempt(&self, lease: Option<Duration>) -> Result<Step<PermitId>> {
+    async fn attempt(&self, lease: Option<Duration>, n: u32) -> Result<Step<Vec<PermitId>>> {
         let inner = self.inner.clone();
         let expiry = expiry_of(lease)?;
         let (tx, rx) = oneshot::channel::<Result<Step<Taken>>>();
         tokio::spawn(async move {
-            let id = PermitId::random();
+            let id: Vec<PermitId> = (0..n).map(|_| PermitId::random()).collect();
             let now = epoch_ms();
-            let inv = scripts::pes_acquire(&inner.keys(), &id.bytes, expiry, now);
-            // Safe to repeat: the script takes nothing more for an id already held.
+            let inv =
+                scripts::pes_acquire(&inner.keys(), id.iter().map(|i| i.bytes()), expiry, now);
+            // Safe to repeat: the script takes nothing more when the first id is already held.
             let reply = run_repeatable::<(i64, i64)>(&inner.client, &inner.name, &inv).await;
-            let taken = |inner: &Arc<Inner>, id| Taken {
+            let taken = |inner: &Arc<Inner>, ids| Taken {
                 inner: Some(inner.clone()),
-                id,
+                ids,
             };
             let outcome = match reply {
                 Ok((1, _)) => Ok(Step::Done(taken(&inner, id))),

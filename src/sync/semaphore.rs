@@ -179,6 +179,10 @@ impl Semaphore {
         &self.inner.name
     }
 
+    pub(super) fn named(&self) -> &Named {
+        &self.inner.named
+    }
+
     /// Sets the number of permits if the semaphore does not exist yet (Redisson's
     /// `trySetPermits`), and publishes it. `Ok(false)`: it exists, nothing changed. Like
     /// Redisson, any `i32` is accepted (a negative count makes acquirers wait for releases).
@@ -188,9 +192,39 @@ impl Semaphore {
     /// [`LockError::WrongType`] when the key holds another type; connection errors.
     pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
         self.inner.check()?;
-        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits);
+        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, 0);
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
+        Ok(run_repeatable::<i64>(&self.inner.client, &self.inner.name, &inv).await? == 1)
+    }
+
+    /// [`try_set_permits`](Semaphore::try_set_permits) with a time to live: the semaphore's
+    /// key is deleted `ttl` after it was set (Redisson's `trySetPermits(permits,
+    /// timeToLive)`). Releases keep the TTL; [`add_permits`](Semaphore::add_permits) and
+    /// [`drain_permits`](Semaphore::drain_permits) clear it, as in Redisson.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one script; dropped, it has run entirely or not at all.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a zero TTL or one over 100 years (nothing is sent);
+    /// [`LockError::WrongType`]; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let today = client.get_semaphore("quota:2026-11-26");
+    /// today.try_set_permits_with_ttl(1000, Duration::from_secs(24 * 3600)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> Result<bool> {
+        self.inner.check()?;
+        super::check_ttl(ttl)?;
+        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, millis(ttl));
         Ok(run_repeatable::<i64>(&self.inner.client, &self.inner.name, &inv).await? == 1)
     }
 
@@ -302,6 +336,56 @@ impl Semaphore {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Releases `permits` only if the semaphore exists (Redisson's `releaseIfExists`): `false`,
+    /// with nothing changed, when its key is gone (never set, deleted, or expired after
+    /// [`try_set_permits_with_ttl`](Semaphore::try_set_permits_with_ttl)), so a release after
+    /// the expiry does not bring the semaphore back. Zero permits send nothing and answer
+    /// `false`, as Redisson's. The key keeps its TTL.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`release`](Semaphore::release): once started it completes in the background; its
+    /// retries share one receipt, so the permits are added at most once.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for more than `i32::MAX` permits; [`LockError::WrongType`];
+    /// connection errors once the retries are spent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// if !pool.release_if_exists(1).await? {
+    ///     println!("the pool expired: nothing to give back");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        self.inner.check()?;
+        check_permits(permits)?;
+        if permits == 0 {
+            return Ok(false);
+        }
+        let inner = self.inner.clone();
+        detached("release", async move {
+            let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
+            let inv = scripts::semaphore_release_if_exists(
+                &inner.keys(),
+                &receipt,
+                permits,
+                inner.receipt_ms(),
+            );
+            let r = run_repeatable::<i64>(&inner.client, &inner.name, &inv).await;
+            if r.is_ok() {
+                inner.client.delete_latch(receipt);
+            }
+            r
+        })
+        .await
+        .map(|n| n == 1)
     }
 
     /// The permits available now (Redisson's `availablePermits`): 0 when the semaphore does

@@ -239,3 +239,56 @@ async fn bad_input_takes_no_token_and_cancelled_waits_hold_nothing() {
     held.unlock().await.unwrap();
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
 }
+
+/// `current_token` reads the counter without acquiring (Redisson's `getToken`): `None` before
+/// the first acquisition, then the latest token issued to anyone, re-entries included; reading
+/// it changes nothing. A counter that is not an integer, or not a string, is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn current_token_reads_the_counter_without_acquiring() {
+    let (_server, client, mut raw, other) = fixture_with_other().await;
+    let name = "fenced:current";
+    let lock = client.get_fenced_lock(name);
+    assert_eq!(lock.current_token().await.unwrap(), None);
+    assert_eq!(token(&mut raw, name).await, None, "the read created it");
+    assert!(
+        !raw.exists::<_, bool>(name).await.unwrap(),
+        "the read locked"
+    );
+
+    let outer = lock.lock().await.unwrap();
+    assert_eq!(lock.current_token().await.unwrap(), Some(outer.token()));
+    let inner = lock.lock().await.unwrap();
+    assert_eq!(lock.current_token().await.unwrap(), Some(inner.token()));
+    // Another client's handle reads the same counter, and is not let in by reading.
+    let theirs = other.get_fenced_lock(name);
+    assert_eq!(theirs.current_token().await.unwrap(), Some(inner.token()));
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let last = inner.token();
+    inner.unlock().await.unwrap();
+    outer.unlock().await.unwrap();
+    // Releases leave the counter alone.
+    assert_eq!(theirs.current_token().await.unwrap(), Some(last));
+    let next = theirs.lock().await.unwrap();
+    assert_eq!(next.token(), last + 1);
+    assert_eq!(lock.current_token().await.unwrap(), Some(next.token()));
+    assert_eq!(token(&mut raw, name).await, Some(next.token()));
+    next.unlock().await.unwrap();
+
+    let _: () = raw.set(token_key("fenced:text"), "abc").await.unwrap();
+    let e = client
+        .get_fenced_lock("fenced:text")
+        .current_token()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, redisson_lock::LockError::UnexpectedReply { .. }),
+        "{e:?}"
+    );
+    let _: () = raw.sadd(token_key("fenced:set"), "x").await.unwrap();
+    let e = client
+        .get_fenced_lock("fenced:set")
+        .current_token()
+        .await
+        .unwrap_err();
+    assert!(e.is_wrong_type(), "{e:?}");
+}

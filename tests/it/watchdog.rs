@@ -82,3 +82,61 @@ async fn validity_ends_a_drift_allowance_before_the_lease() {
     }
     proxy.set(Mode::Pass);
 }
+
+/// Script calls the server has run so far (EVAL and EVALSHA).
+async fn script_calls(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    info(raw, "commandstats")
+        .await
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// `Config::with_watchdog_batch_size` (Redisson's `lockWatchdogBatchSize`): five watchdog
+/// holds renewed two per script take three scripts, and every one of them is renewed; a batch
+/// size of 0 is refused before connecting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_go_in_batches_of_the_configured_size() {
+    // A lease so long that the watchdog's own tick (every 100 s) never comes during the test.
+    let lease = Duration::from_secs(300);
+    let (server, client, mut raw) =
+        fixture_with(|c| c.with_watchdog_timeout(lease).with_watchdog_batch_size(2)).await;
+    assert_eq!(client.config().watchdog_batch_size(), 2);
+    let names: Vec<String> = (0..5).map(|i| format!("wd:batch:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(client.get_lock(name.as_str()).lock().await.unwrap());
+    }
+    // Shorter TTLs, so that each renewal shows.
+    for name in &names {
+        let _: () = raw.pexpire(name, 100_000).await.unwrap();
+    }
+    let before = script_calls(&mut raw).await;
+    client.renew_now().await;
+    let sent = script_calls(&mut raw).await - before;
+    assert_eq!(sent, 3, "5 holds in batches of 2");
+    for name in &names {
+        let ttl: i64 = raw.pttl(name).await.unwrap();
+        assert!(ttl > 200_000, "{name} was not renewed: PTTL {ttl}");
+    }
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+
+    let e = redisson_lock::Client::with_config(server.config().with_watchdog_batch_size(0))
+        .await
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e:?}");
+    assert_eq!(
+        redisson_lock::Config::new("redis://x/").watchdog_batch_size(),
+        redisson_lock::DEFAULT_WATCHDOG_BATCH_SIZE
+    );
+}

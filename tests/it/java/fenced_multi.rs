@@ -39,6 +39,46 @@ async fn fenced_tokens_strictly_increase_across_both_sides() {
     }
 }
 
+/// Java's `getToken` and our `current_token` read the same counter, without acquiring:
+/// `0`/`None` before the first acquisition, then the latest token of either side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_token_and_current_token_read_one_counter() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    let mut raw = server.conn().await;
+    for peer in peers(&server.url(), None).await {
+        let v = peer.version().to_owned();
+        let name = format!("if:current:{v}");
+        let lock = client.get_fenced_lock(&name).with_owner(LockOwner::new(1));
+        // Before the first acquisition Redisson's `GET_LONG` reads the missing counter as 0
+        // (tokens start at 1); ours says `None`.
+        assert_eq!(
+            peer.ok("q", &format!("token fenced {name}")).await,
+            "0",
+            "{v}"
+        );
+        assert_eq!(lock.current_token().await.unwrap(), None, "{v}");
+        let t: i64 = peer.lock("a", "fenced", &name, None).await.parse().unwrap();
+        assert_eq!(lock.current_token().await.unwrap(), Some(t), "{v}");
+        assert_eq!(
+            peer.ok("q", &format!("token fenced {name}")).await,
+            t.to_string(),
+            "{v}"
+        );
+        // Reading took nothing: Java still holds it, once.
+        assert_eq!(fields(&mut raw, &name).await.len(), 1, "{v}");
+        peer.unlock("a", "fenced", &name).await.unwrap();
+        let g = lock.lock().await.unwrap();
+        assert_eq!(
+            peer.ok("q", &format!("token fenced {name}")).await,
+            g.token().to_string(),
+            "{v}"
+        );
+        assert_eq!(lock.current_token().await.unwrap(), Some(g.token()), "{v}");
+        g.unlock().await.unwrap();
+    }
+}
+
 async fn exclusion(kind: &str) {
     let server = TestServer::start();
     let client = server.client().await;

@@ -1,11 +1,14 @@
 package io.redissonlock.peer;
 
+import java.lang.reflect.InvocationTargetException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RExpirable;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
@@ -68,9 +71,28 @@ final class Ops {
             case "write": return client.getReadWriteLock(name).writeLock();
             case "fenced": return client.getFencedLock(name);
             case "spin": return client.getSpinLock(name);
+            case "nrlock": return since44("getNonReentrantLock", name);
+            case "nrfair": return since44("getNonReentrantFairLock", name);
             case "multi": return client.getMultiLock(members(name));
             case "redlock": return redLock(members(name));
             default: throw bad("unknown lock kind " + kind);
+        }
+    }
+
+    /**
+     * A lock factory of Redisson 4.4+, called by name so that one source still compiles
+     * against 3.x: there it answers {@code err UnsupportedOperationException}.
+     */
+    private RLock since44(String factory, String name) {
+        try {
+            return (RLock) RedissonClient.class.getMethod(factory, String.class).invoke(client, name);
+        } catch (NoSuchMethodException e) {
+            throw new UnsupportedOperationException(factory + " needs Redisson 4.4+");
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            throw cause instanceof RuntimeException ? (RuntimeException) cause : new IllegalStateException(cause);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
         }
     }
 
@@ -211,6 +233,7 @@ final class Ops {
     static final class Sync {
         private Sync() {}
 
+        @SuppressWarnings("unchecked")
         static String run(RedissonClient client, String op, List<String> a) throws Exception {
             switch (op) {
                 case "sem.trysetpermits":
@@ -226,6 +249,20 @@ final class Ops {
                     return "true";
                 case "sem.available":
                     return Integer.toString(sem(client, a).availablePermits());
+                case "sem.trysetpermitsttl":
+                    // trySetPermits(int, Duration): called by name (not in every 3.x).
+                    return str(call(sem(client, a), "trySetPermits",
+                            new Class<?>[] {int.class, Duration.class},
+                            int32(a, 1, "permits"), Duration.ofMillis(num(a, 2, "ttlMs"))));
+                case "sem.releaseifexists":
+                    return str(call(sem(client, a), "releaseIfExists",
+                            new Class<?>[] {int.class}, int32(a, 1, "permits")));
+                case "expire":
+                    return Boolean.toString(expirable(client, a).expire(Duration.ofMillis(num(a, 2, "ttlMs"))));
+                case "clearexpire":
+                    return Boolean.toString(expirable(client, a).clearExpire());
+                case "remainttl":
+                    return Long.toString(expirable(client, a).remainTimeToLive());
                 case "pes.trysetpermits":
                     return Boolean.toString(pes(client, a).trySetPermits(int32(a, 1, "permits")));
                 case "pes.acquire": {
@@ -246,6 +283,29 @@ final class Ops {
                     return Boolean.toString(pes(client, a).tryRelease(arg(a, 1, "permitId")));
                 case "pes.available":
                     return Integer.toString(pes(client, a).availablePermits());
+                // Newer RPermitExpirableSemaphore methods, called by name (not in every 3.x).
+                case "pes.getpermits":
+                    return str(call(pes(client, a), "getPermits", new Class<?>[0]));
+                case "pes.acquired":
+                    return str(call(pes(client, a), "acquiredPermits", new Class<?>[0]));
+                case "pes.setpermits":
+                    call(pes(client, a), "setPermits", new Class<?>[] {int.class}, int32(a, 1, "permits"));
+                    return "true";
+                case "pes.leasetime":
+                    return str(call(pes(client, a), "getLeaseTime", new Class<?>[] {String.class},
+                            arg(a, 1, "permitId")));
+                case "pes.acquiremany": {
+                    // acquire(permits, leaseTime, unit): several ids at once.
+                    Object ids = call(pes(client, a), "acquire",
+                            new Class<?>[] {int.class, long.class, TimeUnit.class},
+                            int32(a, 1, "permits"), num(a, 2, "leaseMs"), MS);
+                    return String.join(",", (List<String>) ids);
+                }
+                case "pes.releasemany":
+                    call(pes(client, a), "release", new Class<?>[] {List.class}, ids(a));
+                    return "true";
+                case "pes.tryreleasemany":
+                    return str(call(pes(client, a), "tryRelease", new Class<?>[] {List.class}, ids(a)));
                 case "latch.trysetcount":
                     return Boolean.toString(latch(client, a).trySetCount(num(a, 1, "count")));
                 case "latch.countdown":
@@ -258,6 +318,45 @@ final class Ops {
                 default:
                     throw bad("unknown op " + op);
             }
+        }
+
+        /**
+         * {@code <sync> <name>}: {@code sem} or {@code pes} (Redisson's RCountDownLatch is not
+         * an RExpirable).
+         */
+        private static RExpirable expirable(RedissonClient client, List<String> a) {
+            String sync = arg(a, 0, "sync");
+            String name = arg(a, 1, "name");
+            switch (sync) {
+                case "sem": return client.getSemaphore(name);
+                case "pes": return client.getPermitExpirableSemaphore(name);
+                default: throw bad("not an RExpirable synchronizer: " + sync);
+            }
+        }
+
+        /**
+         * A method newer than some pinned Redisson, called by name so that one source compiles
+         * against every version: where it is missing, {@code err UnsupportedOperationException}.
+         */
+        private static Object call(Object target, String method, Class<?>[] types, Object... args)
+                throws Exception {
+            java.lang.reflect.Method m;
+            try {
+                m = target.getClass().getMethod(method, types);
+            } catch (NoSuchMethodException e) {
+                throw new UnsupportedOperationException(method + " is not in this Redisson");
+            }
+            try {
+                return m.invoke(target, args);
+            } catch (InvocationTargetException e) {
+                Throwable cause = e.getCause();
+                throw cause instanceof Exception ? (Exception) cause : new IllegalStateException(cause);
+            }
+        }
+
+        /** Argument 2: comma-separated permit ids. */
+        private static List<String> ids(List<String> a) {
+            return java.util.Arrays.asList(arg(a, 1, "permitIds").split(","));
         }
 
         private static RSemaphore sem(RedissonClient client, List<String> a) {
