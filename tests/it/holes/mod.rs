@@ -4,4 +4,5 @@
 mod cluster;
 mod owners;
 mod queries;
+mod spin_backoff;
 mod watchdog_scale;
