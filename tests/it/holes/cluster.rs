@@ -7,4 +7,6 @@ use crate::support::cluster::TestCluster;
 async fn cluster_holes() {
     let cluster = TestCluster::start(1);
     super::watchdog_scale::hundreds_of_watchdog_holds_on_a_cluster(&cluster).await;
+    super::subscriptions::cluster_waiters_leave_no_shard_channel_subscribed(&cluster).await;
+    super::subscriptions::cluster_waiters_survive_a_cut_subscriber(&cluster).await;
 }

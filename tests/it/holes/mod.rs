@@ -5,4 +5,5 @@ mod cluster;
 mod owners;
 mod queries;
 mod spin_backoff;
+mod subscriptions;
 mod watchdog_scale;

@@ -121,8 +121,7 @@ async fn owners_with_equal_low_bits_never_share_a_lock() {
     }
     for base in [5u64, 70_000] {
         owners.extend(
-            [0, 1 << 16, 1 << 32, 1 << 48, 1 << 62]
-                .map(|high| LockOwner::new(base + high)),
+            [0, 1 << 16, 1 << 32, 1 << 48, 1 << 62].map(|high| LockOwner::new(base + high)),
         );
     }
     owners.extend([u64::MAX, u64::MAX >> 1, u64::MAX - (1 << 32)].map(LockOwner::new));
@@ -137,7 +136,10 @@ async fn owners_with_equal_low_bits_never_share_a_lock() {
         let held = fields(&mut raw, name).await;
         let expected = format!("{}:{}", client.id(), holder.id());
         assert_eq!(held, [(expected.clone(), 1)].into(), "{holder:?}");
-        assert!(seen.insert(expected), "{holder:?} wrote a field seen before");
+        assert!(
+            seen.insert(expected),
+            "{holder:?} wrote a field seen before"
+        );
         for other in owners.iter().filter(|o| *o != holder) {
             let theirs = client.get_lock(name).with_owner(*other);
             assert!(
@@ -146,7 +148,11 @@ async fn owners_with_equal_low_bits_never_share_a_lock() {
             );
             assert!(!theirs.is_held_by_current().await.unwrap(), "{other:?}");
         }
-        assert_eq!(fields(&mut raw, name).await, held, "{holder:?}: a try changed the hash");
+        assert_eq!(
+            fields(&mut raw, name).await,
+            held,
+            "{holder:?}: a try changed the hash"
+        );
         guard.unlock().await.unwrap();
     }
     assert!(!exists(&mut raw, name).await);

@@ -23,12 +23,19 @@ const LEASES: [Duration; 3] = [
 const SLACK_MS: i64 = 2;
 
 /// `remain_time_to_live` lies between two `PTTL`s read just before and just after it.
-async fn ttl_is_bracketed<K: LockKind>(lock: &Lock<K>, raw: &mut MultiplexedConnection, what: &str) {
+async fn ttl_is_bracketed<K: LockKind>(
+    lock: &Lock<K>,
+    raw: &mut MultiplexedConnection,
+    what: &str,
+) {
     let name = lock.name().to_owned();
     let before = pttl(raw, &name).await;
     let answer = lock.remain_time_to_live().await.unwrap();
     let after = pttl(raw, &name).await;
-    assert!(before > 0 && after > 0, "{what}: the key expired under the test");
+    assert!(
+        before > 0 && after > 0,
+        "{what}: the key expired under the test"
+    );
     let LockTtl::Expires(left) = answer else {
         panic!("{what}: {answer:?} while Redis says PTTL {before}");
     };
@@ -43,7 +50,11 @@ async fn ttl_is_bracketed<K: LockKind>(lock: &Lock<K>, raw: &mut MultiplexedConn
 /// the acquire itself took), and `hold_count` / `is_locked` match the hash.
 async fn check_kind<K: LockKind>(lock: Lock<K>, raw: &mut MultiplexedConnection, kind: &str) {
     let name = lock.name().to_owned();
-    assert_eq!(lock.remain_time_to_live().await.unwrap(), LockTtl::NotLocked, "{kind}");
+    assert_eq!(
+        lock.remain_time_to_live().await.unwrap(),
+        LockTtl::NotLocked,
+        "{kind}"
+    );
     assert!(!lock.is_locked().await.unwrap(), "{kind}");
     assert_eq!(lock.hold_count().await.unwrap(), 0, "{kind}");
     for lease in LEASES {
@@ -72,7 +83,11 @@ async fn check_kind<K: LockKind>(lock: Lock<K>, raw: &mut MultiplexedConnection,
         }
         assert_eq!(lock.hold_count().await.unwrap(), 1, "{what}");
         guard.unlock().await.unwrap();
-        assert_eq!(lock.remain_time_to_live().await.unwrap(), LockTtl::NotLocked, "{what}");
+        assert_eq!(
+            lock.remain_time_to_live().await.unwrap(),
+            LockTtl::NotLocked,
+            "{what}"
+        );
         assert!(!lock.is_locked().await.unwrap(), "{what}");
     }
     // The watchdog lease: what the client's config says, and PTTL again.
@@ -106,7 +121,11 @@ async fn foreign_ttls_read_as_redis_holds_them() {
     hold_as_java(&mut raw, "q:foreign", JAVA_FIELD).await;
     let _: () = raw.persist("q:foreign").await.unwrap();
     assert_eq!(lock.remain_time_to_live().await.unwrap(), LockTtl::NoExpiry);
-    assert_eq!(lock.hold_count().await.unwrap(), 0, "a foreign hold is not ours");
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        0,
+        "a foreign hold is not ours"
+    );
     for ms in [450_i64, 61_000, 3_000_000_000] {
         let _: () = raw.pexpire("q:foreign", ms).await.unwrap();
         ttl_is_bracketed(&lock, &mut raw, &format!("foreign, PEXPIRE {ms}")).await;
@@ -124,11 +143,20 @@ async fn synchronizer_queries_match_what_redis_holds() {
     assert!(sem.try_set_permits(70_000).await.unwrap());
     let get = |raw: &mut MultiplexedConnection, key: &'static str| {
         let mut raw = raw.clone();
-        async move { get_str(&mut raw, key).await.unwrap().parse::<i64>().unwrap() }
+        async move {
+            get_str(&mut raw, key)
+                .await
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        }
     };
     assert_eq!(sem.available_permits().await.unwrap(), 70_000);
     sem.acquire(3).await.unwrap();
-    assert_eq!(sem.available_permits().await.unwrap(), get(&mut raw, "q:sem").await);
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        get(&mut raw, "q:sem").await
+    );
     assert_eq!(get(&mut raw, "q:sem").await, 69_997);
     sem.add_permits(i32::MAX - 69_997).await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), i64::from(i32::MAX));
@@ -155,7 +183,10 @@ async fn synchronizer_queries_match_what_redis_holds() {
             .zscore(pes_timeouts("q:pes"), unhex(id.as_str()))
             .await
             .unwrap();
-        let (lo, hi) = (before + lease.as_millis() as u64, after + lease.as_millis() as u64);
+        let (lo, hi) = (
+            before + lease.as_millis() as u64,
+            after + lease.as_millis() as u64,
+        );
         assert!(
             (lo as f64..=hi as f64).contains(&score),
             "lease {lease:?}: the permit ends at {score}, not in [{lo}, {hi}]"
@@ -169,7 +200,10 @@ async fn synchronizer_queries_match_what_redis_holds() {
             .zscore(pes_timeouts("q:pes"), unhex(id.as_str()))
             .await
             .unwrap();
-        let (lo, hi) = (before + longer.as_millis() as u64, after + longer.as_millis() as u64);
+        let (lo, hi) = (
+            before + longer.as_millis() as u64,
+            after + longer.as_millis() as u64,
+        );
         assert!(
             (lo as f64..=hi as f64).contains(&score),
             "updated lease {longer:?}: the permit ends at {score}, not in [{lo}, {hi}]"

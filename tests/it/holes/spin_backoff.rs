@@ -101,16 +101,25 @@ async fn exponential_backoff_grows_by_its_multiplier_and_stops_at_the_cap() {
     // No more attempts than the backoff allows: every gap at least its delay.
     for (i, g) in gaps.iter().enumerate() {
         let least = (20.0 * 2f64.powi(i as i32)).min(250.0);
-        assert!(*g >= least - 1.0, "gap {i} is {g:.1} ms, below the backoff's {least} ms: {gaps:?}");
+        assert!(
+            *g >= least - 1.0,
+            "gap {i} is {g:.1} ms, below the backoff's {least} ms: {gaps:?}"
+        );
     }
     // Capped: past the growth, gaps stay near 250 ms (jitter adds at most a millisecond per
     // failed try; the rest is a loaded machine's scheduling).
     let mut late: Vec<f64> = gaps[4..].to_vec();
     late.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let median = late[late.len() / 2];
-    assert!(median <= 250.0 + 150.0, "median gap past the cap {median:.1} ms: {gaps:?}");
+    assert!(
+        median <= 250.0 + 150.0,
+        "median gap past the cap {median:.1} ms: {gaps:?}"
+    );
     let long = late.iter().filter(|g| **g > 250.0 + 400.0).count();
-    assert!(long * 4 <= late.len(), "{long} gaps far above the cap: {gaps:?}");
+    assert!(
+        long * 4 <= late.len(),
+        "{long} gaps far above the cap: {gaps:?}"
+    );
 }
 
 /// A constant 100 ms (plus at most an eighth of jitter) over 2 s: every gap at least 100 ms,
@@ -121,8 +130,14 @@ async fn constant_backoff_keeps_its_delay() {
     let times = attempts(Backoff::constant(ms(100)).unwrap(), ms(2_000), "bo:const").await;
     let mut gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(gaps.len() >= 6, "too few attempts in 2 s: {gaps:?}");
-    assert!(gaps.iter().all(|g| *g >= 99.0), "a gap below the delay: {gaps:?}");
+    assert!(
+        gaps.iter().all(|g| *g >= 99.0),
+        "a gap below the delay: {gaps:?}"
+    );
     gaps.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let median = gaps[gaps.len() / 2];
-    assert!(median <= 112.5 + 150.0, "median gap {median:.1} ms: {gaps:?}");
+    assert!(
+        median <= 112.5 + 150.0,
+        "median gap {median:.1} ms: {gaps:?}"
+    );
 }
