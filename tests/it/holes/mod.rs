@@ -2,6 +2,7 @@
 //! suite. Each test names, in its doc comment, the kind of bug it is there to catch.
 
 mod cluster;
+mod multi_validity;
 mod owners;
 mod queries;
 mod spin_backoff;
