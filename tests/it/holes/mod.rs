@@ -5,6 +5,8 @@ mod cluster;
 mod multi_validity;
 mod owners;
 mod queries;
+mod replica_sync;
+mod sentinel;
 mod spin_backoff;
 mod subscriptions;
 mod watchdog_scale;
