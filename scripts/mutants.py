@@ -615,6 +615,39 @@ MUTANTS = [
         """        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "MASTERDOWN")""",
         ["--lib", "retry::tests::each_redirect"],
         "LOADING (a server loading its data) is treated as final: calls fail instead of retrying",
+    ),    # Code no mutant touched before issue 23 (the retry limit, the MultiLock quorum, the hold
+    # expiry, the read holds' trim).
+    (
+        "retry-attempts-off-by-one",
+        "src/retry.rs",
+        """            Limit::Attempts => self.failures.saturating_add(1) < self.config.retry_attempts(),""",
+        """            Limit::Attempts => self.failures < self.config.retry_attempts(),""",
+        ["--lib", "retry::tests::attempts_allow"],
+        "a call is tried once more than retry_attempts allows",
+    ),
+    (
+        "multi-quorum-off-by-one",
+        "src/multi/guard.rs",
+        """        held < self.required || self.valid_until""",
+        """        held + 1 < self.required || self.valid_until""",
+        ["--test", "redlock", "lost_only_below_the_quorum"],
+        "a RedLock guard still counts as held with one member fewer than its quorum",
+    ),
+    (
+        "hold-expiry-min",
+        "src/holds/mod.rs",
+        """        grants.chain(extra_ms).max().map(|ms| ms.max(1))""",
+        """        grants.chain(extra_ms).min().map(|ms| ms.max(1))""",
+        ["--test", "leases", "a_shorter_reentry_never_shortens"],
+        "the key's expiry covers the shortest outstanding hold instead of the longest",
+    ),
+    (
+        "trim-read-key-left",
+        "lua/trim.lua",
+        """    for n = found, target + 1, -1 do""",
+        """    for n = found, target + 2, -1 do""",
+        ["--test", "rwlock", "reader_leaving_while_others_read_holds_nothing"],
+        "the trim of a read hold leaves its last rwlock_timeout key behind",
     ),
 ]
 

@@ -114,8 +114,8 @@ impl SlowReplies {
             .expect("the re-apply reached the slow member");
         let (reply, _, _) = log
             .iter()
-            .filter(|(t, request, _)| *t >= since && !*request && t <= req)
-            .last()
+            .rev()
+            .find(|(t, request, _)| *t >= since && !*request && t <= req)
             .expect("the first round's reply left the proxy before the re-apply");
         (*reply, *req)
     }
