@@ -565,6 +565,223 @@ MUTANTS = [
         """        if blocked.contains(&key) {""",
         ["--lib", "conn::batch::tests::a_batch_leaves_out"],
         "group commit: a queued operation leaves in a new batch while an earlier batch on its key is still out",
+    ),    # Issue 23: the holes a realistic bug slipped through (tests in tests/it/holes/).
+    (
+        "owner-task-truncated",
+        "src/owner.rs",
+        """            return LockOwner(n & !THREAD_TAG);""",
+        """            return LockOwner(n & 0xffff);""",
+        ["--test", "holes", "owners::tasks_two_to_the_sixteen_apart"],
+        "a task's owner id keeps only the low 16 bits of its task id: tasks 2^16 apart share an owner",
+    ),
+    (
+        "owner-field-u32",
+        "src/owner.rs",
+        """        let _ = write!(field, "{}", self.0);""",
+        """        let _ = write!(field, "{}", self.0 as u32);""",
+        ["--test", "holes", "owners::owners_with_equal_low_bits"],
+        "the hash field writes the owner id truncated to 32 bits: owners with equal low bits (thread and task ids) share a field",
+    ),
+    (
+        "ttl-whole-seconds",
+        "src/lock/query.rs",
+        """            t => LockTtl::Expires(Duration::from_millis(t as u64)),""",
+        """            t => LockTtl::Expires(Duration::from_secs(t as u64 / 1000)),""",
+        ["--test", "holes", "queries::"],
+        "remain_time_to_live rounds PTTL down to whole seconds (a sub-second lease reads as 0)",
+    ),
+    (
+        "pes-lease-seconds",
+        "src/sync/permit_semaphore.rs",
+        """        Some(l) => Ok(epoch_ms().saturating_add(millis(l))),""",
+        """        Some(l) => Ok(epoch_ms().saturating_add(l.as_secs() * 1000)),""",
+        ["--test", "holes", "queries::synchronizer_queries"],
+        "a permit's lease end drops the lease's sub-second part",
+    ),
+    (
+        "sync-count-i32",
+        "src/sync/mod.rs",
+        """        Ok(v.unwrap_or(0))
+    }
+
+    /// The error for a refused name""",
+        """        Ok(v.map(|v| v as i32 as i64).unwrap_or(0))
+    }
+
+    /// The error for a refused name""",
+        ["--test", "holes", "queries::synchronizer_queries"],
+        "a synchronizer's count is read as a 32-bit integer (a latch count past 2^31 wraps)",
+    ),
+    (
+        "watchdog-first-batch-only",
+        "src/watchdog.rs",
+        """.flat_map(|g| g.chunks(BATCH))""",
+        """.flat_map(|g| g.chunks(BATCH).take(1))""",
+        ["--test", "holes", "watchdog_scale::"],
+        "the renewal pass sends only the first 100-key batch of each kind and slot: holds past it expire",
+    ),
+    (
+        "read-renew-skips-first",
+        "lua/read_renew.lua",
+        """        for c = n, 1, -1 do""",
+        """        for c = n, 2, -1 do""",
+        ["--test", "holes", "watchdog_scale::"],
+        "the read-lock renewal skips an owner's first rwlock_timeout key",
+    ),
+    (
+        "spin-uncapped",
+        "src/raw/spin.rs",
+        """                    .saturating_add(jitter)
+                    .min(max);""",
+        """                    .saturating_add(jitter);""",
+        ["--test", "holes", "spin_backoff::exponential"],
+        "the spin lock's exponential backoff is never capped: a waiter polls seconds apart",
+    ),
+    (
+        "spin-no-growth",
+        "src/lock/engine.rs",
+        """                    retry.reset();
+                    delays.next().unwrap_or_default()""",
+        """                    retry.reset();
+                    pause""",
+        ["--test", "holes", "spin_backoff::exponential"],
+        "a spin waiter keeps its first delay: it polls every initial delay while the lock is held",
+    ),
+    (
+        "shard-unsubscribe-plain",
+        "src/pubsub/subconn.rs",
+        """                    for n in names {
+                        conn.sunsubscribe(n).await?;
+                    }
+                    Ok(())""",
+        """                    conn.unsubscribe(names).await""",
+        ["--test", "holes", "cluster"],
+        "sharded channels are unsubscribed with UNSUBSCRIBE: one shard channel leaks per name",
+    ),
+    (
+        "unsubscribe-never",
+        "src/pubsub/mod.rs",
+        """            (false, true) => unsubscribe.push(name),""",
+        """            (false, true) => {}""",
+        ["--test", "holes", "subscriptions::standalone"],
+        "a channel nobody waits on any more is never unsubscribed",
+    ),
+    (
+        "subscriber-node-lost-ignored",
+        "src/pubsub/mod.rs",
+        """        Event::NodeLost | Event::Closed => return false,""",
+        """        Event::Closed => return false,
+        Event::NodeLost => wake_all(sh),""",
+        ["--test", "holes", "cluster"],
+        "a cut cluster subscriber connection is left to redis-rs's resubscription (CROSSSLOT across slots): waiters sleep until the TTL",
+    ),
+    (
+        "multi-validity-from-reply",
+        "src/multi/round.rs",
+        """        .await;
+        let mut kept = Vec::new();""",
+        """        .await;
+        let sent = Instant::now();
+        let mut kept = Vec::new();""",
+        ["--test", "holes", "multi_validity::"],
+        "a RedLock/MultiLock validity counts from the re-apply's replies instead of its send (a slow member's latency is counted as validity)",
+    ),
+    (
+        "multi-no-drift",
+        "src/multi/round.rs",
+        """valid_until.push(deadline.checked_sub(drift).unwrap_or(sent));""",
+        """valid_until.push(deadline);""",
+        ["--test", "holes", "multi_validity::"],
+        "a RedLock/MultiLock validity has no clock-drift allowance",
+    ),
+    (
+        "batch-shortfall-dropped",
+        "src/conn/batch.rs",
+        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),""",
+        """                        (_, Err(e)) if q.synced => Err((e.clone(), None)),""",
+        ["--test", "holes", "sentinel"],
+        "group commit: a batched operation that no replica confirmed fails as a connection error, not is_no_synced_replicas",
+    ),
+    (
+        "batch-verdict-ignored",
+        "src/conn/batch.rs",
+        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),""",
+        """                        (_, Err(e)) if q.synced && false => Err((e.clone(), shortfall)),""",
+        ["--test", "holes", "sentinel"],
+        "group commit: a batch's WAIT verdict is ignored: acquires no replica confirmed succeed",
+    ),
+    (
+        "wait-shortfall-ignored",
+        "src/conn/mod.rs",
+        """            if acked == 0 {""",
+        """            if acked < 0 {""",
+        ["--test", "holes", "sentinel"],
+        "a lock write that no replica confirmed (WAIT 0) counts as confirmed",
+    ),
+    (
+        "sentinel-values-unobserved",
+        "src/conn/sentinel.rs",
+        """                Value::ServerError(e) => demoted(Some(e.code())),""",
+        """                Value::ServerError(_) => false,""",
+        ["--test", "holes", "sentinel"],
+        "READONLY/MASTERDOWN from a script or a pipeline entry do not make the client ask the sentinels again",
+    ),
+    (
+        "sentinel-masterdown-ignored",
+        "src/conn/sentinel.rs",
+        """    matches!(code, Some("READONLY" | "MASTERDOWN"))""",
+        """    matches!(code, Some("READONLY"))""",
+        ["--test", "holes", "sentinel"],
+        "MASTERDOWN from a replica that lost its master does not make the client ask the sentinels again",
+    ),
+    (
+        "fair-hint-own-deadline",
+        "lua/fair_lock.lua",
+        """            local until_head = math.max(1, tonumber(deadline) - now)""",
+        """            local until_head = math.max(1, tonumber(deadline) - now + tonumber(ARGV[3]))""",
+        ["--test", "fair_lock", "dead_waiter_is_evicted"],
+        "a fair waiter behind a dead head sleeps until its own queue deadline, not the head's",
+    ),
+    (
+        "redirect-loading-dropped",
+        "src/error.rs",
+        """        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "LOADING" | "MASTERDOWN")""",
+        """        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "MASTERDOWN")""",
+        ["--lib", "retry::tests::each_redirect"],
+        "LOADING (a server loading its data) is treated as final: calls fail instead of retrying",
+    ),    # Code no mutant touched before issue 23 (the retry limit, the MultiLock quorum, the hold
+    # expiry, the read holds' trim).
+    (
+        "retry-attempts-off-by-one",
+        "src/retry.rs",
+        """            Limit::Attempts => self.failures.saturating_add(1) < self.config.retry_attempts(),""",
+        """            Limit::Attempts => self.failures < self.config.retry_attempts(),""",
+        ["--lib", "retry::tests::attempts_allow"],
+        "a call is tried once more than retry_attempts allows",
+    ),
+    (
+        "multi-quorum-off-by-one",
+        "src/multi/guard.rs",
+        """        held < self.required || self.valid_until""",
+        """        held + 1 < self.required || self.valid_until""",
+        ["--test", "redlock", "lost_only_below_the_quorum"],
+        "a RedLock guard still counts as held with one member fewer than its quorum",
+    ),
+    (
+        "hold-expiry-min",
+        "src/holds/mod.rs",
+        """        grants.chain(extra_ms).max().map(|ms| ms.max(1))""",
+        """        grants.chain(extra_ms).min().map(|ms| ms.max(1))""",
+        ["--test", "leases", "a_shorter_reentry_never_shortens"],
+        "the key's expiry covers the shortest outstanding hold instead of the longest",
+    ),
+    (
+        "trim-read-key-left",
+        "lua/trim.lua",
+        """    for n = found, target + 1, -1 do""",
+        """    for n = found, target + 2, -1 do""",
+        ["--test", "rwlock", "reader_leaving_while_others_read_holds_nothing"],
+        "the trim of a read hold leaves its last rwlock_timeout key behind",
     ),
 ]
 

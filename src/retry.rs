@@ -127,6 +127,7 @@ impl<'c> Retry<'c> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{is_connection_error, is_redirect};
 
     fn io_error() -> redis::RedisError {
         std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
@@ -145,6 +146,99 @@ mod tests {
         );
         r.reset();
         assert!(r.pause_after(&io_error()).is_some());
+    }
+
+    /// A server error reply as the driver hands it over (`-<CODE> <detail>`).
+    fn server_error(reply: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{reply}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(e)) => e.into(),
+            other => panic!("not a server error: {other:?}"),
+        }
+    }
+
+    /// Each reply that means "not run here, send it again": a cluster redirection, a slot in
+    /// migration, a failover in progress, a server loading its data, a demoted master, a
+    /// replica that lost its master. Each is retried on its own, as the error and as the
+    /// crate's error around it (issue 23: only the slot-migration scenario covered them).
+    #[test]
+    fn each_redirect_and_failover_reply_is_transient() {
+        for reply in [
+            "MOVED 3999 127.0.0.1:6381",
+            "ASK 3999 127.0.0.1:6381",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "LOADING Redis is loading the dataset in memory",
+            "READONLY You can't write against a read only replica.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        ] {
+            let e = server_error(reply);
+            assert!(e.is_transient(), "{reply}: {e:?} not transient");
+            assert!(is_redirect(&e), "{reply}: not a redirect");
+            assert!(!is_connection_error(&e), "{reply}: the command did not run");
+            let lock = LockError::Redis(e);
+            assert!(lock.is_transient() && lock.is_redirect(), "{reply}");
+            let config = Config::new("redis://127.0.0.1/").with_retry_attempts(3);
+            assert!(
+                Retry::attempts(&config).pause_after(&lock).is_some(),
+                "{reply}"
+            );
+        }
+    }
+
+    /// A READONLY raised inside a script reaches the client with the script's location after
+    /// the message; it is still the same signal.
+    #[test]
+    fn a_readonly_raised_in_a_script_is_transient() {
+        let e = server_error(
+            "READONLY You can't write against a read only replica. script: 0b13, on @user_script:13.",
+        );
+        assert!(e.is_transient() && is_redirect(&e));
+    }
+
+    /// Every way a connection is lost (the command may or may not have run) is transient.
+    #[test]
+    fn each_connection_loss_is_transient() {
+        use std::io::ErrorKind::*;
+        for kind in [
+            ConnectionReset,
+            ConnectionAborted,
+            ConnectionRefused,
+            BrokenPipe,
+            UnexpectedEof,
+            TimedOut,
+            NotConnected,
+        ] {
+            let e: redis::RedisError = std::io::Error::new(kind, "lost").into();
+            assert!(e.is_transient(), "{kind:?}");
+            assert!(is_connection_error(&e), "{kind:?}");
+            assert!(LockError::Redis(e).is_transient(), "{kind:?}");
+        }
+        let timeout = LockError::Timeout {
+            what: "a reply",
+            waited: Duration::from_secs(1),
+        };
+        assert!(timeout.is_transient());
+    }
+
+    /// Errors that will happen again are final: never retried.
+    #[test]
+    fn final_replies_are_not_transient() {
+        for reply in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "ERR Error running script",
+            "NOPERM this user has no permissions to run the 'evalsha' command",
+            "CROSSSLOT Keys in request don't hash to the same slot",
+            "NOSCRIPT No matching script. Please use EVAL.",
+            "BUSY Redis is busy running a script.",
+        ] {
+            let e = server_error(reply);
+            assert!(!e.is_transient(), "{reply}: retried");
+            let config = Config::new("redis://127.0.0.1/").with_retry_attempts(3);
+            let lock = LockError::Redis(e);
+            assert_eq!(Retry::attempts(&config).pause_after(&lock), None, "{reply}");
+        }
+        let wrong = LockError::WrongType { key: "k".into() };
+        assert!(!wrong.is_transient());
     }
 
     #[test]

@@ -350,7 +350,7 @@ impl ConnectionLike for Conn {
                 Kind::Sentinel(s) => {
                     let mut conn = s.manager().await?;
                     let r = conn.req_packed_commands(pipeline, offset, count).await;
-                    s.observe(&r);
+                    s.observe(r.as_ref().map(Vec::as_slice));
                     r
                 }
             }

@@ -49,19 +49,27 @@ impl SentinelConn {
         Ok(m)
     }
 
-    pub(super) fn observe<T>(&self, r: &RedisResult<T>) {
-        if let Err(e) = r {
-            let demoted = matches!(e.code(), Some("READONLY" | "MASTERDOWN"));
-            if demoted || crate::error::is_connection_error(e) {
-                self.stale.store(true, Ordering::Release);
-            }
+    /// Marks the master stale after a reply that says it may no longer be the master: a
+    /// connection error, or `READONLY` / `MASTERDOWN`. Those two come back as a reply value (a
+    /// script's error, or one entry of a pipeline such as the script and its `WAIT`), not as an
+    /// `Err` of the call, so every value is looked at too.
+    pub(super) fn observe(&self, r: Result<&[Value], &RedisError>) {
+        let stale = match r {
+            Err(e) => demoted(e.code()) || crate::error::is_connection_error(e),
+            Ok(values) => values.iter().any(|v| match v {
+                Value::ServerError(e) => demoted(Some(e.code())),
+                _ => false,
+            }),
+        };
+        if stale {
+            self.stale.store(true, Ordering::Release);
         }
     }
 
     pub(super) async fn request(self: Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
         let mut conn = self.manager().await?;
         let r = conn.req_packed_command(cmd).await;
-        self.observe(&r);
+        self.observe(r.as_ref().map(std::slice::from_ref));
         r
     }
 
@@ -72,7 +80,12 @@ impl SentinelConn {
     ) -> RedisResult<Vec<Value>> {
         let mut conn = self.manager().await?;
         let r = conn.req_packed_commands(pipe, 0, count).await;
-        self.observe(&r);
+        self.observe(r.as_ref().map(Vec::as_slice));
         r
     }
+}
+
+/// A reply code saying this server is not (or no longer) a usable master.
+fn demoted(code: Option<&str>) -> bool {
+    matches!(code, Some("READONLY" | "MASTERDOWN"))
 }

@@ -15,9 +15,10 @@
 //!   live channel and wakes every waiter, so none sleeps out a stale TTL.
 //! * Standalone and Sentinel use a RESP2 subscriber connection (Sentinel asks for the current
 //!   master on every reconnect). Redis Cluster uses a RESP3 cluster connection whose pushes
-//!   carry the messages, with `SSUBSCRIBE` when pub/sub is sharded; redis-rs resubscribes it
-//!   after topology changes, and a slot that moves away (`sunsubscribe` push) is resubscribed
-//!   at its new owner.
+//!   carry the messages, with `SSUBSCRIBE` when pub/sub is sharded; a slot that moves away
+//!   (`sunsubscribe` push) is resubscribed at its new owner, and a node connection that is cut
+//!   (`disconnection` push) replaces the whole subscriber connection, as a broken RESP2 one
+//!   does (redis-rs's own resubscription of that node fails when its channels span slots).
 //! * A channel the server's ACL refuses (`NOPERM` on `SUBSCRIBE`/`SSUBSCRIBE`) is not a broken
 //!   connection: the channel is marked refused, its waiters get
 //!   [`LockError::ChannelDenied`] at once, and nothing reconnects. The refusal lasts as long as
@@ -361,9 +362,13 @@ fn deliver(sh: &Shared, active: &mut HashSet<String>, event: Event) -> bool {
                 let _ = sh.commands.send(channel);
             }
         }
-        Event::Reconnected => wake_all(sh),
+        // redis-rs (1.8) repairs a cut node connection by itself, but resubscribes it with one
+        // `SSUBSCRIBE` of every shard channel the node serves: `CROSSSLOT` as soon as they span
+        // two slots, and the subscriptions are silently gone (waiters then sleep until their
+        // TTL). So a lost node ends this connection like a closed one: the reconnect opens a
+        // new one, subscribes every live channel one per command and wakes every waiter.
+        Event::NodeLost | Event::Closed => return false,
         Event::Ignore => {}
-        Event::Closed => return false,
     }
     true
 }

@@ -26,8 +26,8 @@ pub(super) enum Event {
     Message(String, Vec<u8>),
     /// The server dropped a subscription (a sharded channel's slot moved away).
     Dropped(String),
-    /// The connection went away and came back on its own (cluster): wake everyone.
-    Reconnected,
+    /// A node's connection was cut (cluster): the subscriber is replaced (see `deliver`).
+    NodeLost,
     Ignore,
     Closed,
 }
@@ -113,7 +113,7 @@ impl SubConn {
                         }
                         None => Event::Ignore,
                     },
-                    redis::PushKind::Disconnection => Event::Reconnected,
+                    redis::PushKind::Disconnection => Event::NodeLost,
                     _ => Event::Ignore,
                 }
             }

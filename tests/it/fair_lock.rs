@@ -242,10 +242,11 @@ async fn eight_waiters_acquire_in_arrival_order() {
 /// A Java client that queued and then crashed blocks the queue only until its deadline. The
 /// holder releases while the dead head is still within it: the release message goes to the
 /// dead head, yet the waiter behind it must take over once the deadline passes, not when the
-/// old holder's 30 s lease would have run out.
+/// old holder's 30 s lease would have run out, nor at its own queue deadline (the dead head's
+/// plus the 5 s fair-lock wait timeout): bounded from both sides (issue 23).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiter_is_evicted_after_its_deadline_and_the_queue_moves_on() {
-    let wait = Duration::from_millis(1500);
+    let wait = Duration::from_millis(5_000);
     let (server, client, mut raw) = fixture_with(|c| c.with_fair_lock_wait_timeout(wait)).await;
     let name = "fair:dead";
     let lock = client.get_fair_lock(name);
@@ -267,6 +268,13 @@ async fn dead_waiter_is_evicted_after_its_deadline_and_the_queue_moves_on() {
     assert!(
         got >= dead_deadline,
         "acquired at {got}, before the dead head's deadline {dead_deadline}"
+    );
+    // And soon after it: the waiter's wait hint is the dead head's deadline. 2.5 s of slack
+    // for a loaded machine, half the way to the waiter's own deadline (dead head's + 5 s).
+    assert!(
+        got <= dead_deadline + 2_500,
+        "acquired {} ms after the dead head's deadline: it slept past the eviction",
+        got - dead_deadline
     );
     assert_eq!(
         deadline(&mut raw, name, DEAD).await,

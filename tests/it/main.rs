@@ -29,6 +29,8 @@ mod fault_server;
 mod fault_soak;
 mod faults;
 mod fenced_lock;
+// Issue 23: the holes a realistic bug slipped through, one module per area.
+mod holes;
 // The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
 mod java;
 mod latches;
