@@ -45,7 +45,10 @@ pub use multi::{
 pub use owner::LockOwner;
 pub use raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
 pub use rwlock::ReadWriteLock;
-pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
+pub use sync::{
+    CountDownLatch, PermitExpirableSemaphore, PermitId, RateLimiter, RateLimiterConfig, RateType,
+    Semaphore,
+};
 pub use tls::Tls;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.

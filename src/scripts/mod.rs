@@ -89,6 +89,11 @@ scripts! {
     PES_AVAILABLE => "pes_available.lua",
     PES_UPDATE_LEASE => "pes_update_lease.lua",
     PES_ADD => "pes_add.lua",
+    RATE_TRY_SET => "rate_try_set.lua",
+    RATE_SET => "rate_set.lua",
+    RATE_ACQUIRE => "rate_acquire.lua",
+    RATE_AVAILABLE => "rate_available.lua",
+    RATE_RELEASE => "rate_release.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the
