@@ -122,11 +122,23 @@ pub(crate) struct RateKeys<'k> {
     pub(crate) client_permits: &'k str,
 }
 
-pub(crate) fn rate_try_set(name: &str, rate: u64, interval_ms: u64, kind: u8, keep_ms: u64) -> Call {
+pub(crate) fn rate_try_set(
+    name: &str,
+    rate: u64,
+    interval_ms: u64,
+    kind: u8,
+    keep_ms: u64,
+) -> Call {
     call!(RATE_TRY_SET; name; rate, interval_ms, kind, keep_ms)
 }
 
-pub(crate) fn rate_set(k: &RateKeys<'_>, rate: u64, interval_ms: u64, kind: u8, keep_ms: u64) -> Call {
+pub(crate) fn rate_set(
+    k: &RateKeys<'_>,
+    rate: u64,
+    interval_ms: u64,
+    kind: u8,
+    keep_ms: u64,
+) -> Call {
     call!(RATE_SET; k.name, k.value, k.client_value, k.permits, k.client_permits;
         rate, interval_ms, kind, keep_ms)
 }

@@ -258,7 +258,8 @@ impl RateLimiter {
         );
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
-        let set: i64 = run_repeatable(&self.inner.named.client, &self.inner.named.name, &inv).await?;
+        let set: i64 =
+            run_repeatable(&self.inner.named.client, &self.inner.named.name, &inv).await?;
         Ok(set == 1)
     }
 
@@ -357,8 +358,7 @@ impl RateLimiter {
     pub async fn available_permits(&self) -> Result<i64> {
         self.inner.named.check()?;
         let inv = scripts::rate_available(&self.inner.keys(), epoch_ms());
-        match run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await?
-        {
+        match run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await? {
             -1 => Err(self.inner.refused(NOT_INITIALIZED)),
             n => Ok(n),
         }

@@ -35,6 +35,7 @@ mod latches;
 mod leases;
 mod multi_lock;
 mod permit_semaphore;
+mod rate_limiter;
 mod redisson_conformance;
 mod redlock;
 mod regressions;
