@@ -12,6 +12,7 @@ mod fenced_multi;
 mod force;
 mod leases;
 mod queries;
+mod rate_limiter;
 mod rw;
 mod sync_ops;
 mod sync_values;
