@@ -15,7 +15,7 @@ use crate::raw::{Backoff, Fair, Fenced, NonReentrant, NonReentrantFair, Reentran
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
-use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
+use crate::sync::{CountDownLatch, PermitExpirableSemaphore, RateLimiter, Semaphore};
 use crate::watchdog;
 
 impl Client {
@@ -330,6 +330,22 @@ impl Client {
         name: impl Into<String>,
     ) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore::new(self.clone(), name.into())
+    }
+
+    /// The rate limiter called `name` (Redisson's `getRateLimiter`): see [`RateLimiter`].
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let limiter = client.get_rate_limiter("emails");
+    /// limiter
+    ///     .try_set_rate(redisson_lock::RateType::Overall, 10, Duration::from_secs(60), None)
+    ///     .await?;
+    /// limiter.acquire(1).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_rate_limiter(&self, name: impl Into<String>) -> RateLimiter {
+        RateLimiter::new(self.clone(), name.into())
     }
 
     /// A clone of the command connection, for your own commands next to the locks. Commands

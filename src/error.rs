@@ -112,6 +112,16 @@ pub enum LockError {
         /// A debug rendering of the reply.
         reply: String,
     },
+    /// A [`RateLimiter`](crate::RateLimiter) refused the request, as Redisson's scripts do:
+    /// `reason` is Redisson's message (`RateLimiter is not initialized`, or `Requested permits
+    /// amount cannot exceed defined rate`). Nothing was written.
+    #[error("rate limiter `{name}`: {reason}")]
+    RateLimiter {
+        /// The rate limiter's name.
+        name: String,
+        /// Redisson's message.
+        reason: &'static str,
+    },
     /// A connection, protocol or server error from Redis.
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
@@ -194,6 +204,12 @@ impl LockError {
             LockError::ChannelDenied { .. } => true,
             _ => false,
         }
+    }
+
+    /// `true` for [`LockError::RateLimiter`]: a rate limiter not initialized, or asked for
+    /// more permits than its rate.
+    pub fn is_rate_limiter_refused(&self) -> bool {
+        matches!(self, LockError::RateLimiter { .. })
     }
 
     /// `true` for [`LockError::Quorum`].

@@ -96,6 +96,11 @@ scripts! {
     PES_SET_PERMITS => "pes_set_permits.lua",
     PES_LEASE_TIME => "pes_lease_time.lua",
     PES_RELEASE_MANY => "pes_release_many.lua",
+    RATE_TRY_SET => "rate_try_set.lua",
+    RATE_SET => "rate_set.lua",
+    RATE_ACQUIRE => "rate_acquire.lua",
+    RATE_AVAILABLE => "rate_available.lua",
+    RATE_RELEASE => "rate_release.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

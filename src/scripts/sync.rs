@@ -166,3 +166,54 @@ pub(crate) fn pes_release_many<'i>(
     ids.for_each(|id| _ = call.arg(id));
     call
 }
+
+// === RRateLimiter ===
+
+/// The five keys every rate-limiter script receives, in Redisson's order.
+#[derive(Debug)]
+pub(crate) struct RateKeys<'k> {
+    /// The configuration hash `<name>`.
+    pub(crate) name: &'k str,
+    /// `{<name>}:value` (OVERALL).
+    pub(crate) value: &'k str,
+    /// `{<name>}:value:<client id>` (PER_CLIENT).
+    pub(crate) client_value: &'k str,
+    /// `{<name>}:permits` (OVERALL).
+    pub(crate) permits: &'k str,
+    /// `{<name>}:permits:<client id>` (PER_CLIENT).
+    pub(crate) client_permits: &'k str,
+}
+
+pub(crate) fn rate_try_set(
+    name: &str,
+    rate: u64,
+    interval_ms: u64,
+    kind: u8,
+    keep_ms: u64,
+) -> Call {
+    call!(RATE_TRY_SET; name; rate, interval_ms, kind, keep_ms)
+}
+
+pub(crate) fn rate_set(
+    k: &RateKeys<'_>,
+    rate: u64,
+    interval_ms: u64,
+    kind: u8,
+    keep_ms: u64,
+) -> Call {
+    call!(RATE_SET; k.name, k.value, k.client_value, k.permits, k.client_permits;
+        rate, interval_ms, kind, keep_ms)
+}
+
+pub(crate) fn rate_acquire(k: &RateKeys<'_>, permits: u64, now_ms: u64, id: &[u8]) -> Call {
+    call!(RATE_ACQUIRE; k.name, k.value, k.client_value, k.permits, k.client_permits;
+        permits, now_ms, id)
+}
+
+pub(crate) fn rate_available(k: &RateKeys<'_>, now_ms: u64) -> Call {
+    call!(RATE_AVAILABLE; k.name, k.value, k.client_value, k.permits, k.client_permits; now_ms)
+}
+
+pub(crate) fn rate_release(k: &RateKeys<'_>, permits: u64) -> Call {
+    call!(RATE_RELEASE; k.name, k.value, k.client_value, k.permits, k.client_permits; permits)
+}

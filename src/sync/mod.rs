@@ -1,5 +1,7 @@
 //! Redisson's synchronizers: [`Semaphore`] (`RSemaphore`), [`CountDownLatch`]
-//! (`RCountDownLatch`) and [`PermitExpirableSemaphore`] (`RPermitExpirableSemaphore`).
+//! (`RCountDownLatch`), [`PermitExpirableSemaphore`] (`RPermitExpirableSemaphore`) and
+//! [`RateLimiter`] (`RRateLimiter`, which waits by sleeping the delay its script answers, not
+//! on a channel, as Redisson's).
 //!
 //! They share one waiting discipline with the locks (`lock/engine.rs`): try once without a
 //! subscription; if that fails, subscribe to the object's channel, then loop: register for a
@@ -10,11 +12,13 @@
 mod count_down_latch;
 mod permit_extras;
 mod permit_semaphore;
+mod rate_limiter;
 mod semaphore;
 mod ttl;
 
 pub use count_down_latch::CountDownLatch;
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
+pub use rate_limiter::{RateLimiter, RateLimiterConfig, RateType};
 pub use semaphore::Semaphore;
 
 use std::future::Future;

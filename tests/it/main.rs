@@ -40,6 +40,7 @@ mod multi_query;
 mod non_reentrant;
 mod permit_extras;
 mod permit_semaphore;
+mod rate_limiter;
 mod redisson_conformance;
 mod redlock;
 mod regressions;

@@ -14,6 +14,7 @@ mod leases;
 mod non_reentrant;
 mod permit_extras;
 mod queries;
+mod rate_limiter;
 mod rw;
 mod sync_extras;
 mod sync_ops;

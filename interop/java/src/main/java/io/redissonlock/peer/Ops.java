@@ -180,6 +180,9 @@ final class Ops {
             case "frames":
                 return frames(arg(a, 0, "owner"));
             default:
+                if (RateOps.handles(op)) {
+                    return RateOps.run(client, op, a);
+                }
                 return Sync.run(client, op, a);
         }
     }

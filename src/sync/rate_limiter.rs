@@ -1,0 +1,441 @@
+//! [`RateLimiter`]: Redisson's `RRateLimiter` (4.x layout, `keepAliveTime` included).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::RngCore;
+
+use super::{deadline, epoch_ms, remaining, run_once, run_repeatable, Named};
+use crate::config::millis;
+use crate::error::{from_script, LockError, Result};
+use crate::keys::suffix_name;
+use crate::scripts::{self, RateKeys};
+use crate::shared::Client;
+
+/// Redisson's message when the configuration hash is missing or incomplete.
+const NOT_INITIALIZED: &str = "RateLimiter is not initialized";
+/// Redisson's message when one request wants more permits than the rate.
+const EXCEEDS_RATE: &str = "Requested permits amount cannot exceed defined rate";
+/// Redisson's message for a keep-alive shorter than the interval.
+const KEEP_ALIVE_SHORT: &str =
+    "The parameter keepAliveTime should be greater than or equal to rateInterval";
+
+/// Whose window a [`RateLimiter`] counts (Redisson's `RateType`; stored as its ordinal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RateType {
+    /// One window shared by every client (`OVERALL`, stored as `0`).
+    Overall,
+    /// One window per client, i.e. per [`Client`](crate::Client) here and per `RedissonClient`
+    /// in Java (`PER_CLIENT`, stored as `1`).
+    PerClient,
+}
+
+impl RateType {
+    fn ordinal(self) -> u8 {
+        match self {
+            RateType::Overall => 0,
+            RateType::PerClient => 1,
+        }
+    }
+}
+
+/// A rate limiter's configuration as stored in its hash ([`RateLimiter::config`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RateLimiterConfig {
+    /// Whose window counts.
+    pub rate_type: RateType,
+    /// Permits per interval.
+    pub rate: u64,
+    /// The window's length.
+    pub interval: Duration,
+    /// How long the limiter's keys live after their last use (`None`: for ever; absent in data
+    /// written by Redisson 3.x).
+    pub keep_alive: Option<Duration>,
+}
+
+/// A distributed rate limiter, wire-compatible with Redisson's `RRateLimiter`
+/// ([`Client::get_rate_limiter`](crate::Client::get_rate_limiter)): at most `rate` permits are
+/// taken in any window of `interval`, across every Java and Rust client sharing the name.
+///
+/// It must be configured first ([`try_set_rate`](RateLimiter::try_set_rate) or
+/// [`set_rate`](RateLimiter::set_rate), from either side); until then every other operation
+/// fails with [`LockError::RateLimiter`] ("RateLimiter is not initialized").
+///
+/// # Redisson compatibility
+///
+/// * Hash `<name>`: fields `rate`, `interval` (ms), `type` (`0` OVERALL, `1` PER_CLIENT) and
+///   `keepAliveTime` (ms, `0`: none).
+/// * `{<name>}:value` (OVERALL) or `{<name>}:value:<client id>` (PER_CLIENT): a STRING, the
+///   permits left in the window.
+/// * `{<name>}:permits` or `{<name>}:permits:<client id>`: a ZSET with one member per take,
+///   `struct.pack('Bc0I', #id, id, permits)` (a 16-byte random id), scored by the taker's
+///   clock in ms. Takes older than one interval flow back into the value.
+/// * Like Redisson, the window uses the clients' clocks: clients whose clocks disagree by `d`
+///   shift each other's windows by `d`.
+///
+/// docs/protocol.md, "Rate limiter", has the whole layout.
+///
+/// # Waiting
+///
+/// As Redisson's, a waiter does not subscribe to anything: a refused take answers how long
+/// until the oldest take in the window expires, and the waiter sleeps that long (bounded by
+/// its deadline), then tries again.
+///
+/// # Cancel safety
+///
+/// Every method sends one script per try. Dropped while a take is in flight, a
+/// [`try_acquire`](RateLimiter::try_acquire) or [`acquire`](RateLimiter::acquire) may have
+/// taken permits that nobody uses; they count against the window until the interval has
+/// passed, as any take. A take whose reply was lost is never sent again (it could take twice).
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// use std::time::Duration;
+/// use redisson_lock::RateType;
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let limiter = client.get_rate_limiter("api-calls");
+/// limiter.try_set_rate(RateType::Overall, 100, Duration::from_secs(1), None).await?;
+/// if limiter.try_acquire(1, Duration::from_millis(500)).await? {
+///     // ... call the API ...
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RateLimiter {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The name (the configuration hash); its `channel` is the OVERALL value key (a rate
+    /// limiter has no channel).
+    named: Named,
+    client_value: String,
+    permits: String,
+    client_permits: String,
+}
+
+impl Inner {
+    fn keys(&self) -> RateKeys<'_> {
+        RateKeys {
+            name: &self.named.name,
+            value: &self.named.channel,
+            client_value: &self.client_value,
+            permits: &self.permits,
+            client_permits: &self.client_permits,
+        }
+    }
+
+    fn refused(&self, reason: &'static str) -> LockError {
+        LockError::RateLimiter {
+            name: self.named.name.clone(),
+            reason,
+        }
+    }
+
+    /// One take: `None` when taken, else how long until a retry can succeed.
+    async fn take(&self, permits: u64) -> Result<Option<Duration>> {
+        let mut id = [0u8; 16];
+        rand::rng().fill_bytes(&mut id);
+        let inv = scripts::rate_acquire(&self.keys(), permits, epoch_ms(), &id);
+        match run_once::<Option<i64>>(&self.named.client, &self.named.name, &inv).await? {
+            None => Ok(None),
+            Some(-1) => Err(self.refused(NOT_INITIALIZED)),
+            Some(-2) => Err(self.refused(EXCEEDS_RATE)),
+            Some(ms) if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
+            Some(other) => Err(LockError::UnexpectedReply {
+                key: self.named.name.clone(),
+                reply: other.to_string(),
+            }),
+        }
+    }
+}
+
+/// The checks on a configuration, before anything is sent: `(rate, interval ms, keep ms)`.
+fn check_rate(
+    rate: u64,
+    interval: Duration,
+    keep_alive: Option<Duration>,
+) -> Result<(u64, u64, u64)> {
+    if rate == 0 {
+        return Err(LockError::InvalidArgument("the rate must be at least 1"));
+    }
+    if rate > u64::from(u32::MAX) {
+        return Err(LockError::InvalidArgument(
+            "the rate must be at most u32::MAX (Redisson stores a take's permits in 4 bytes)",
+        ));
+    }
+    let interval_ms = millis(interval);
+    if interval_ms == 0 {
+        return Err(LockError::InvalidArgument(
+            "the interval must be at least 1 ms",
+        ));
+    }
+    let keep_ms = keep_alive.map_or(0, millis);
+    if keep_ms != 0 && keep_ms < interval_ms {
+        return Err(LockError::InvalidArgument(KEEP_ALIVE_SHORT));
+    }
+    if interval_ms > i64::MAX as u64 || keep_ms > i64::MAX as u64 {
+        return Err(LockError::InvalidArgument(
+            "the interval and keep-alive must fit Java's long in ms",
+        ));
+    }
+    Ok((rate, interval_ms, keep_ms))
+}
+
+/// The check on a permit amount, before anything is sent.
+fn check_permits(permits: u64) -> Result<()> {
+    if permits > u64::from(u32::MAX) {
+        Err(LockError::InvalidArgument(
+            "permits must be at most u32::MAX (Redisson stores a take's permits in 4 bytes)",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+impl RateLimiter {
+    pub(crate) fn new(client: Client, name: String) -> RateLimiter {
+        let value = suffix_name(&name, "value");
+        let permits = suffix_name(&name, "permits");
+        let client_value = suffix_name(&value, client.id());
+        let client_permits = suffix_name(&permits, client.id());
+        let named = Named::new(
+            client,
+            name,
+            value,
+            &[&client_value, &permits, &client_permits],
+        );
+        RateLimiter {
+            inner: Arc::new(Inner {
+                named,
+                client_value,
+                permits,
+                client_permits,
+            }),
+        }
+    }
+
+    /// The rate limiter's name (its configuration hash).
+    pub fn name(&self) -> &str {
+        &self.inner.named.name
+    }
+
+    /// Configures the limiter if it has no configuration yet (Redisson's `trySetRate`):
+    /// `rate` permits per `interval`, and with `keep_alive` (zero or `None`: none) every key
+    /// expires that long after its last use. `Ok(false)`: a configuration exists, nothing
+    /// changed.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] (nothing sent) for a zero rate, a rate above `u32::MAX`,
+    /// an interval under 1 ms, or a keep-alive shorter than the interval (Redisson's message);
+    /// [`LockError::WrongType`] when the key holds another type; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// One script: dropped, it ran entirely or not at all.
+    pub async fn try_set_rate(
+        &self,
+        rate_type: RateType,
+        rate: u64,
+        interval: Duration,
+        keep_alive: Option<Duration>,
+    ) -> Result<bool> {
+        let (rate, interval_ms, keep_ms) = check_rate(rate, interval, keep_alive)?;
+        self.inner.named.check()?;
+        let inv = scripts::rate_try_set(
+            &self.inner.named.name,
+            rate,
+            interval_ms,
+            rate_type.ordinal(),
+            keep_ms,
+        );
+        // Repeating it after a lost reply cannot set twice; it may report `false` for a set
+        // that did happen.
+        let set: i64 =
+            run_repeatable(&self.inner.named.client, &self.inner.named.name, &inv).await?;
+        Ok(set == 1)
+    }
+
+    /// Replaces the configuration and starts a fresh window (Redisson's `setRate`): the state of
+    /// the new type is deleted (for PER_CLIENT, this client's only).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_rate`](RateLimiter::try_set_rate).
+    ///
+    /// # Cancel safety
+    ///
+    /// One script: dropped, it ran entirely or not at all.
+    pub async fn set_rate(
+        &self,
+        rate_type: RateType,
+        rate: u64,
+        interval: Duration,
+        keep_alive: Option<Duration>,
+    ) -> Result<()> {
+        let (rate, interval_ms, keep_ms) = check_rate(rate, interval, keep_alive)?;
+        self.inner.named.check()?;
+        let inv = scripts::rate_set(
+            &self.inner.keys(),
+            rate,
+            interval_ms,
+            rate_type.ordinal(),
+            keep_ms,
+        );
+        run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await?;
+        Ok(())
+    }
+
+    /// The configuration (Redisson's `getConfig`); `None` when the limiter is not configured
+    /// (where Java answers OVERALL, rate 0, interval 0).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::UnexpectedReply`] for a hash that is not a rate limiter's;
+    /// [`LockError::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping it changes nothing.
+    pub async fn config(&self) -> Result<Option<RateLimiterConfig>> {
+        self.inner.named.check()?;
+        let name = &self.inner.named.name;
+        let mut conn = self.inner.named.client.conn();
+        let map: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(name)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| from_script(name, e))?;
+        if map.is_empty() {
+            return Ok(None);
+        }
+        let bad = || LockError::UnexpectedReply {
+            key: name.clone(),
+            reply: format!("{map:?}"),
+        };
+        let num = |field: &str| -> Result<u64> {
+            map.get(field)
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(bad)
+        };
+        let rate_type = match map.get("type").map(String::as_str) {
+            Some("0") => RateType::Overall,
+            Some("1") => RateType::PerClient,
+            _ => return Err(bad()),
+        };
+        let keep_alive = match map.get("keepAliveTime") {
+            None => None,
+            Some(_) => Some(num("keepAliveTime")?)
+                .filter(|&ms| ms > 0)
+                .map(Duration::from_millis),
+        };
+        Ok(Some(RateLimiterConfig {
+            rate_type,
+            rate: num("rate")?,
+            interval: Duration::from_millis(num("interval")?),
+            keep_alive,
+        }))
+    }
+
+    /// The permits left in the current window (Redisson's `availablePermits`). Like Redisson's,
+    /// it writes: it creates the window's value and returns expired takes to it.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::RateLimiter`] when not configured; [`LockError::WrongType`]; connection
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// One script: dropped, it ran entirely or not at all (and what it writes changes no count).
+    pub async fn available_permits(&self) -> Result<i64> {
+        self.inner.named.check()?;
+        let inv = scripts::rate_available(&self.inner.keys(), epoch_ms());
+        match run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await? {
+            -1 => Err(self.inner.refused(NOT_INITIALIZED)),
+            n => Ok(n),
+        }
+    }
+
+    /// Takes `permits` if the window has them, waiting up to `wait` (zero: one try) for them
+    /// (Redisson's `tryAcquire(permits, timeout)`). Zero permits succeed at once, sending
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] (nothing sent) for more than `u32::MAX` permits;
+    /// [`LockError::RateLimiter`] when not configured or when `permits` exceeds the rate (it
+    /// could never succeed); [`LockError::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// See the type's docs: a take in flight when dropped may have counted.
+    pub async fn try_acquire(&self, permits: u64, wait: Duration) -> Result<bool> {
+        self.wait_for(permits, deadline(wait)).await
+    }
+
+    /// Takes `permits`, waiting for as long as it takes (Redisson's `acquire(permits)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](RateLimiter::try_acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_acquire`](RateLimiter::try_acquire).
+    pub async fn acquire(&self, permits: u64) -> Result<()> {
+        self.wait_for(permits, None).await.map(|_| ())
+    }
+
+    async fn wait_for(&self, permits: u64, deadline: Option<std::time::Instant>) -> Result<bool> {
+        check_permits(permits)?;
+        self.inner.named.check()?;
+        if permits == 0 {
+            return Ok(true);
+        }
+        loop {
+            let Some(delay) = self.inner.take(permits).await? else {
+                return Ok(true);
+            };
+            // The last try is at the deadline; after it, give up.
+            let Some(left) = remaining(deadline) else {
+                return Ok(false);
+            };
+            tokio::time::sleep(delay.min(left)).await;
+        }
+    }
+
+    /// Gives `permits` back to the window before their interval ends (Redisson 4.x's
+    /// `release`): the oldest takes are forgotten first, and the window never holds more than
+    /// the rate. Zero permits send nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] (nothing sent) for more than `u32::MAX` permits;
+    /// [`LockError::RateLimiter`] when not configured; [`LockError::WrongType`]; connection
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// One script: dropped, it ran entirely or not at all. It is not sent again after a lost
+    /// reply (it could give back twice).
+    pub async fn release(&self, permits: u64) -> Result<()> {
+        check_permits(permits)?;
+        self.inner.named.check()?;
+        if permits == 0 {
+            return Ok(());
+        }
+        let inv = scripts::rate_release(&self.inner.keys(), permits);
+        match run_once::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await? {
+            -1 => Err(self.inner.refused(NOT_INITIALIZED)),
+            _ => Ok(()),
+        }
+    }
+}
