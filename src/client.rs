@@ -14,6 +14,7 @@ use crate::pubsub::{PubSub, Source};
 use crate::raw::{Backoff, Fair, Fenced, Reentrant, Spin};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
+use crate::shutdown::ShutdownReport;
 use crate::shared::ClientInner;
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::watchdog;
@@ -122,6 +123,7 @@ impl Client {
             holds: Holds::default(),
             watchdog_wake: wake.clone(),
             watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
+            closed: Default::default(),
             config,
         });
         // Only now may the watchdog look at the client (see `watchdog::run`).
@@ -292,6 +294,66 @@ impl Client {
             batches: self.inner.conn.batch_counts().0,
             batched_operations: self.inner.conn.batch_counts().1,
         }
+    }
+
+    /// Shuts this client down gracefully: it takes no new locks, stops the watchdog, ends the
+    /// waits in progress, and releases every lock hold this client (any of its clones) has, so
+    /// that waiters elsewhere (other clients, Java Redisson) get the locks at once instead of
+    /// after the lease. Returns what it released and what it could not.
+    ///
+    /// In order:
+    /// 1. The client is closed: every later acquire (locks, semaphore permits, latch waits)
+    ///    fails with [`LockError::ShutDown`] before anything is sent.
+    /// 2. The watchdog stops: nothing is renewed any more.
+    /// 3. Every waiter of this client wakes and its wait ends with [`LockError::ShutDown`] (a
+    ///    fair-lock waiter leaves the queue as after a timeout).
+    /// 4. Every hold is released, whatever its re-entry count, lease or owner (one script per
+    ///    lock and owner, retried on connection errors like an unlock). A release that frees
+    ///    the lock publishes the kind's unlock message. Guards of released holds then report
+    ///    [`is_lost`](crate::LockGuard::is_lost), and their `unlock` returns
+    ///    [`LockError::LeaseLost`]; dropping them does nothing more.
+    ///
+    /// What it does not give back: [`Semaphore`] permits (an `RSemaphore` permit has no owner:
+    /// any client may release it, so the client cannot know which are its own) and
+    /// [`PermitExpirableSemaphore`] permit ids (they come back when their lease runs out, or
+    /// when released by id). Shutting down twice is harmless: the second call finds nothing to
+    /// release.
+    ///
+    /// **Dropping the last handle** (every `Client` clone, lock handle and guard) without
+    /// calling this aborts the watchdog and the subscriber and sends nothing: holds still in
+    /// Redis stay there until their lease runs out (the watchdog timeout for watchdog holds,
+    /// since nothing renews them), and waiters elsewhere wait that long. A guard dropped while
+    /// the client lives releases its hold in the background instead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe as a whole: dropping the future leaves the client closed and the
+    /// watchdog stopped, with the holds not yet released left to expire with their lease. A
+    /// release already sent completes.
+    ///
+    /// # Errors
+    ///
+    /// Never fails as a whole: each hold that could not be released (server unreachable after
+    /// the retries) is listed in [`ShutdownReport::unreleased`] with its error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let guard = client.get_lock("orders:42").lock().await?;
+    /// // ... the service is asked to stop ...
+    /// let report = client.shutdown().await;
+    /// assert!(guard.is_lost());
+    /// for hold in &report.unreleased {
+    ///     eprintln!("{} stays held until its lease ends: {}", hold.name, hold.error);
+    /// }
+    /// assert!(client.get_lock("orders:43").lock().await.unwrap_err().is_shut_down());
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) -> ShutdownReport {
+        crate::shutdown::run(&self.inner).await
     }
 
     /// Runs one watchdog renewal pass now instead of waiting for the next tick.

@@ -96,6 +96,10 @@ pub enum LockError {
     /// many nodes; the error carries each failed node's error.
     #[error(transparent)]
     Quorum(QuorumError),
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it takes no
+    /// new locks or permits, and waits in progress end with this error. Nothing was sent.
+    #[error("the client was shut down: it takes no new locks or permits")]
+    ShutDown,
 }
 
 impl LockError {
@@ -137,6 +141,11 @@ impl LockError {
     /// `true` for [`LockError::Auth`]: missing or wrong credentials.
     pub fn is_auth(&self) -> bool {
         matches!(self, LockError::Auth { .. })
+    }
+
+    /// `true` for [`LockError::ShutDown`]: the client was shut down.
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, LockError::ShutDown)
     }
 
     /// `true` for [`LockError::Quorum`].

@@ -23,6 +23,7 @@ mod retry;
 mod rwlock;
 mod scripts;
 mod shared;
+mod shutdown;
 mod sync;
 mod time;
 mod watchdog;
@@ -44,6 +45,7 @@ pub use multi::{
 pub use owner::LockOwner;
 pub use raw::{Backoff, Fair, Fenced, LockKind, Read, Reentrant, Spin, Write};
 pub use rwlock::ReadWriteLock;
+pub use shutdown::{ShutdownReport, Unreleased};
 pub use sync::{CountDownLatch, PermitExpirableSemaphore, PermitId, Semaphore};
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.

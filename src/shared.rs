@@ -33,8 +33,13 @@ use crate::pubsub::PubSub;
 /// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
 /// * **Lost lease.** The watchdog reports holds it finds gone to their guards
 ///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
-/// * **Dropping the client** stops the watchdog and the subscriber; locks still held then expire
-///   after their lease.
+/// * **Shutting down** ([`Client::shutdown`]) releases every hold of this client at once and
+///   reports what it could not release; waiters elsewhere get the locks without waiting for a
+///   lease.
+/// * **Dropping the last handle** (clients, lock handles, guards) stops the watchdog and the
+///   subscriber and sends nothing: locks still held then expire after their lease (watchdog
+///   holds after the watchdog timeout), and waiters elsewhere wait that long. Call
+///   [`Client::shutdown`] first to release them.
 ///
 /// # Examples
 ///
@@ -65,6 +70,8 @@ pub(crate) struct ClientInner {
     /// Unlock latches to delete in batches.
     pub(crate) latches: Latches,
     pub(crate) watchdog: tokio::task::JoinHandle<()>,
+    /// Set by [`Client::shutdown`]: no new acquisitions.
+    pub(crate) closed: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for ClientInner {
@@ -126,6 +133,19 @@ impl Client {
     /// Hands a latch key (a semaphore receipt) to the batched reaper.
     pub(crate) fn delete_latch(&self, latch: String) {
         self.inner.latches.delete(latch);
+    }
+
+    /// [`LockError::ShutDown`] once [`Client::shutdown`] has begun.
+    pub(crate) fn check_open(&self) -> crate::error::Result<()> {
+        match self.is_shut_down() {
+            true => Err(crate::error::LockError::ShutDown),
+            false => Ok(()),
+        }
+    }
+
+    /// Whether [`Client::shutdown`] has begun (on this client or any of its clones).
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Tells the watchdog that a watchdog hold exists (it idles while there is none).

@@ -138,6 +138,11 @@ impl PubSub {
         }
     }
 
+    /// Wakes every local waiter on every channel (they try again at once).
+    pub(crate) fn wake_all(&self) {
+        wake_all(&self.shared);
+    }
+
     /// How many connections the subscriber has opened so far.
     pub(crate) fn connections(&self) -> watch::Receiver<u64> {
         self.shared.connections.subscribe()

@@ -54,6 +54,7 @@ where
     Fut: Future<Output = Result<Step<T>>>,
 {
     let config = client.config();
+    client.check_open()?;
     // Fast path: one try, no subscription (transient failures tried again, as the locks do).
     let mut retry = Retry::attempts(config);
     loop {
@@ -83,6 +84,8 @@ where
         let notified = channel.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        // `Client::shutdown` wakes every waiter: its wait ends here.
+        client.check_open()?;
         let pause = match attempt().await {
             Ok(Step::Done(v)) => return Ok(Some(v)),
             Ok(Step::Wait(hint)) => {

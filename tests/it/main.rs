@@ -40,6 +40,7 @@ mod rwlock;
 mod semaphore;
 mod sentinel;
 mod server_clock;
+mod shutdown;
 mod spin_lock;
 mod wakeups;
 mod watchdog;

@@ -11,6 +11,7 @@ mod contention;
 mod fenced_multi;
 mod leases;
 mod queries;
+mod shutdown;
 mod wakeups;
 
 use std::collections::HashMap;
