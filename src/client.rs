@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::config::{Config, ShardedPubSub, Topology};
+use crate::config::{Config, ReplicaSync, ShardedPubSub, Topology};
 use crate::conn::Conn;
 use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
@@ -78,10 +78,27 @@ impl Client {
                 .arg(1)
                 .query_async::<redis::Value>(&mut conn)
                 .await;
-            if probe.is_err() {
-                return Err(LockError::InvalidArgument(
-                    "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
-                ));
+            if let Err(e) = probe {
+                if config.replica_sync_policy() != ReplicaSync::BestEffort {
+                    return Err(LockError::InvalidArgument(
+                        "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
+                    ));
+                }
+                conn.refused_at_connect("WAITAOF", e.to_string())?;
+            }
+        }
+        if config.replica_sync().is_some() {
+            // A proxy or serverless offering may not forward WAIT, an ACL may deny it: find out
+            // now (`WAIT 0 0` answers at once) rather than at every lock write.
+            let probe = redis::cmd("WAIT")
+                .arg(0)
+                .arg(0)
+                .query_async::<redis::Value>(&mut conn)
+                .await;
+            match probe {
+                Err(e) if e.code().is_some() => conn.refused_at_connect("WAIT", e.to_string())?,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
             }
         }
         let sharded = match (config.topology(), config.sharded_pubsub()) {

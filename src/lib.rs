@@ -3,8 +3,11 @@
 #![deny(missing_docs, missing_debug_implementations)]
 #![cfg_attr(not(test), forbid(clippy::panic))]
 #![warn(rust_2018_idioms)]
+// docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod config;
@@ -30,7 +33,7 @@ mod watchdog;
 
 pub use client::{Client, ClientStats};
 pub use config::{
-    AofSync, Config, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
+    AofSync, Config, ReplicaSync, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
     DEFAULT_FAIR_LOCK_WAIT_TIMEOUT, DEFAULT_LATCH_QUEUE, DEFAULT_REPLICA_SYNC_TIMEOUT,
     DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY,
     DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_TIMEOUT, MAX_RETRY_DELAY,

@@ -443,11 +443,7 @@ impl<K: LockKind> Lock<K> {
     pub(super) fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {
         observe::script_error();
         match conn.take_shortfall() {
-            Some(s) => LockError::ReplicaSync {
-                key: self.name().to_owned(),
-                replicas: s.replicas,
-                timeout: s.timeout,
-            },
+            Some(s) => s.error(self.name()),
             None => e.into(),
         }
     }

@@ -221,11 +221,7 @@ pub(crate) fn check_permits(permits: u32) -> Result<()> {
 pub(crate) fn write_error(name: &str, conn: &mut Conn, e: redis::RedisError) -> LockError {
     if is_connection_error(&e) {
         if let Some(s) = conn.take_shortfall() {
-            return LockError::ReplicaSync {
-                key: name.to_owned(),
-                replicas: s.replicas,
-                timeout: s.timeout,
-            };
+            return s.error(name);
         }
         return e.into();
     }

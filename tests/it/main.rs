@@ -43,4 +43,5 @@ mod server_clock;
 mod shutdown;
 mod spin_lock;
 mod wakeups;
+mod wait_refused;
 mod watchdog;
