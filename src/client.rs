@@ -14,8 +14,8 @@ use crate::pubsub::{PubSub, Source};
 use crate::raw::{Backoff, Fair, Fenced, Reentrant, Spin};
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
-use crate::shutdown::ShutdownReport;
 use crate::shared::ClientInner;
+use crate::shutdown::ShutdownReport;
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
 use crate::watchdog;
 

@@ -42,6 +42,6 @@ mod sentinel;
 mod server_clock;
 mod shutdown;
 mod spin_lock;
-mod wakeups;
 mod wait_refused;
+mod wakeups;
 mod watchdog;

@@ -9,9 +9,7 @@ use redis::AsyncCommands;
 use redisson_lock::{LockError, LockOwner};
 
 use crate::support::redisson::{channel, tagged};
-use crate::support::{
-    channel_subscribers, eventually, field, parked_on, TestServer,
-};
+use crate::support::{channel_subscribers, eventually, field, parked_on, TestServer};
 
 /// The holder's lease: a waiter not woken by the shutdown's release waits this long.
 const LEASE: Duration = Duration::from_secs(60);
@@ -79,7 +77,8 @@ async fn a_waiter_elsewhere_gets_a_reentered_lock_at_once() {
     let refused = a
         .get_semaphore("sd:sem")
         .try_acquire(1, Duration::ZERO)
-        .await.unwrap_err();
+        .await
+        .unwrap_err();
     assert!(matches!(refused, LockError::ShutDown), "{refused:?}");
     // The released guards have nothing left to release.
     assert!(inner.unlock().await.unwrap_err().is_lease_lost());
@@ -93,7 +92,11 @@ async fn a_waiter_elsewhere_gets_a_reentered_lock_at_once() {
 async fn fair_and_read_write_waiters_elsewhere_are_woken_at_once() {
     let server = TestServer::start();
     let (a, b) = (server.client().await, server.client().await);
-    let _fair = a.get_fair_lock("sd:f").lock_with_lease(LEASE).await.unwrap();
+    let _fair = a
+        .get_fair_lock("sd:f")
+        .lock_with_lease(LEASE)
+        .await
+        .unwrap();
     let rw = a.get_read_write_lock("sd:rw");
     let _read = rw.read_lock().lock_with_lease(LEASE).await.unwrap();
 
@@ -118,7 +121,11 @@ async fn fair_and_read_write_waiters_elsewhere_are_woken_at_once() {
 
     let began = Instant::now();
     let report = a.shutdown().await;
-    assert_eq!((report.released, report.unreleased.len()), (2, 0), "{report:?}");
+    assert_eq!(
+        (report.released, report.unreleased.len()),
+        (2, 0),
+        "{report:?}"
+    );
     for (what, task) in [("fair", fair), ("write", write)] {
         let at = tokio::time::timeout(LEASE, task)
             .await
@@ -126,7 +133,10 @@ async fn fair_and_read_write_waiters_elsewhere_are_woken_at_once() {
             .unwrap()
             .unwrap();
         let after = at.saturating_duration_since(began);
-        assert!(after < AT_ONCE, "the {what} waiter took {after:?} (lease {LEASE:?})");
+        assert!(
+            after < AT_ONCE,
+            "the {what} waiter took {after:?} (lease {LEASE:?})"
+        );
     }
 }
 
@@ -144,7 +154,11 @@ async fn this_clients_waits_end_and_other_holds_stay() {
         .lock_with_lease(LEASE)
         .await
         .unwrap();
-    let _fair_held = b.get_fair_lock("sd:fq").lock_with_lease(LEASE).await.unwrap();
+    let _fair_held = b
+        .get_fair_lock("sd:fq")
+        .lock_with_lease(LEASE)
+        .await
+        .unwrap();
     let sem = a.get_semaphore("sd:s");
     assert!(sem.try_set_permits(0).await.unwrap());
 
@@ -167,23 +181,38 @@ async fn this_clients_waits_end_and_other_holds_stay() {
         async move { sem.try_acquire(1, LEASE).await },
     )
     .await;
-    assert_eq!(raw.llen::<_, i64>("redisson_lock_queue:{sd:fq}").await.unwrap(), 1);
+    assert_eq!(
+        raw.llen::<_, i64>("redisson_lock_queue:{sd:fq}")
+            .await
+            .unwrap(),
+        1
+    );
     tokio::time::sleep(SETTLE).await;
 
     let report = a.shutdown().await;
-    assert_eq!((report.released, report.unreleased.len()), (0, 0), "{report:?}");
+    assert_eq!(
+        (report.released, report.unreleased.len()),
+        (0, 0),
+        "{report:?}"
+    );
     for (what, task) in [("lock", waiting), ("fair", fair_waiting)] {
         let ended = tokio::time::timeout(AT_ONCE, task)
             .await
             .unwrap_or_else(|_| panic!("the {what} wait did not end at the shutdown"))
             .unwrap();
-        assert!(matches!(ended, Err(LockError::ShutDown)), "{what}: {ended:?}");
+        assert!(
+            matches!(ended, Err(LockError::ShutDown)),
+            "{what}: {ended:?}"
+        );
     }
     let ended = tokio::time::timeout(AT_ONCE, sem_waiting)
         .await
         .expect("the semaphore wait did not end at the shutdown")
         .unwrap();
-    assert!(matches!(ended, Err(LockError::ShutDown)), "semaphore: {ended:?}");
+    assert!(
+        matches!(ended, Err(LockError::ShutDown)),
+        "semaphore: {ended:?}"
+    );
     assert!(
         eventually(AT_ONCE, || async {
             server
@@ -198,7 +227,10 @@ async fn this_clients_waits_end_and_other_holds_stay() {
         "the fair waiter did not leave the queue"
     );
     assert!(!held.is_lost());
-    assert!(raw.hexists::<_, _, bool>("sd:held", field(&b, LockOwner::new(2))).await.unwrap());
+    assert!(raw
+        .hexists::<_, _, bool>("sd:held", field(&b, LockOwner::new(2)))
+        .await
+        .unwrap());
     held.unlock().await.unwrap();
 }
 

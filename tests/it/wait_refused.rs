@@ -39,7 +39,11 @@ async fn master_with_replica() -> (TestServer, TestServer, String) {
     .await;
     assert!(linked, "the replica never attached to the master");
     acl(&master, &["on", ">pw", "~*", "&*", "+@all"]).await;
-    (master, replica, format!("redis://locker:pw@127.0.0.1:{port}/"))
+    (
+        master,
+        replica,
+        format!("redis://locker:pw@127.0.0.1:{port}/"),
+    )
 }
 
 async fn acl(server: &TestServer, rules: &[&str]) {
@@ -61,7 +65,10 @@ async fn waits_rejected(server: &TestServer) -> u64 {
         .unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("cmdstat_wait:"))
-        .and_then(|l| l.split(',').find_map(|kv| kv.strip_prefix("rejected_calls=")))
+        .and_then(|l| {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix("rejected_calls="))
+        })
         .map_or(0, |n| n.trim().parse().unwrap())
 }
 
@@ -122,7 +129,14 @@ async fn a_refusal_found_at_connect() {
     let allowed = Client::with_config(config(&url, ReplicaSync::Required))
         .await
         .unwrap();
-    allowed.get_lock("wr:ok").lock().await.unwrap().unlock().await.unwrap();
+    allowed
+        .get_lock("wr:ok")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
 
     acl(&master, &["-wait"]).await;
     let refused = Client::with_config(config(&url, ReplicaSync::Required))
@@ -142,7 +156,11 @@ async fn a_refusal_found_at_connect() {
     let client = Client::with_config(config(&url, ReplicaSync::BestEffort))
         .await
         .unwrap();
-    assert_eq!(warnings.about_wait(), 1, "the refusal is said once, at connect");
+    assert_eq!(
+        warnings.about_wait(),
+        1,
+        "the refusal is said once, at connect"
+    );
     let lock = client.get_lock("wr:best").with_owner(LockOwner::new(1));
     for _ in 0..3 {
         let guard = lock.lock().await.unwrap();
@@ -186,7 +204,12 @@ async fn a_refusal_found_at_the_first_write() {
     assert!(err.is_sync_refused(), "{err:?}");
     assert!(
         eventually(WITHIN, || async {
-            !master.conn().await.exists::<_, bool>("wr:req").await.unwrap()
+            !master
+                .conn()
+                .await
+                .exists::<_, bool>("wr:req")
+                .await
+                .unwrap()
         })
         .await,
         "the refused acquire was not undone"
