@@ -432,6 +432,42 @@ MUTANTS = [
         ["--lib", "conn::batch::tests::a_batch_leaves_out"],
         "group commit: a queued operation leaves in a new batch while an earlier batch on its key is still out",
     ),
+    (
+        "shutdown-silent",
+        "src/shutdown.rs",
+        """        publish: if kind.publishes { client.publish } else { "" },""",
+        """        publish: "",""",
+        ["--test", "shutdown", "a_waiter_elsewhere"],
+        "Client::shutdown releases holds without publishing: waiters elsewhere sleep until the lease",
+    ),
+    (
+        "shutdown-no-wake",
+        "src/shutdown.rs",
+        """    client.pubsub.wake_all();""",
+        """""",
+        ["--test", "shutdown", "this_clients_waits_end"],
+        "Client::shutdown leaves this client's parked waiters asleep (their waits outlive the shutdown)",
+    ),
+    (
+        "wait-refusal-as-zero",
+        "src/conn/mod.rs",
+        """                Some(Value::ServerError(e)) => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAIT", &detail) {""",
+        """                Some(Value::ServerError(e)) if false => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAIT", &detail) {""",
+        ["--test", "wait_refused", "a_refusal_found_at_the_first_write"],
+        "a refused WAIT is read as zero replicas (ReplicaSync on every write) instead of SyncRefused / BestEffort",
+    ),
+    (
+        "wait-refused-resent",
+        "src/conn/mod.rs",
+        """            .filter(|_| !self.refusals.is_refused("WAIT"))""",
+        """            .filter(|_| true)""",
+        ["--test", "wait_refused"],
+        "under BestEffort a refused WAIT is sent again with every lock write",
+    ),
 ]
 
 def command(test):
