@@ -280,6 +280,19 @@ impl Client {
         PermitExpirableSemaphore::new(self.clone(), name.into())
     }
 
+    /// The value kept in Redis under `key` that only the holder with the newest fencing token
+    /// may write: see [`FencedValue`](crate::FencedValue). Nothing is sent until you use it.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// let written = client.get_fenced_value("ledger:balance").set(guard.token(), "100").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_fenced_value(&self, key: impl Into<String>) -> crate::FencedValue {
+        crate::fencing::FencedValue::new(self.clone(), key.into())
+    }
+
     /// A clone of the command connection, for your own commands next to the locks. Commands
     /// sent through it are not followed by `WAIT` (replica sync applies to the lock writes).
     ///

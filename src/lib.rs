@@ -13,6 +13,7 @@ mod client;
 mod config;
 mod conn;
 mod error;
+mod fencing;
 mod holds;
 mod keys;
 mod latches;
@@ -40,6 +41,7 @@ pub use config::{
 };
 pub use conn::Connection;
 pub use error::{LockError, Result};
+pub use fencing::FencedValue;
 pub use lock::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use multi::{

@@ -26,6 +26,7 @@ mod fault_server;
 mod fault_soak;
 mod faults;
 mod fenced_lock;
+mod fencing;
 // The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
 mod java;
 mod latches;
