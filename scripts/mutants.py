@@ -468,6 +468,14 @@ MUTANTS = [
         ["--test", "wait_refused"],
         "under BestEffort a refused WAIT is sent again with every lock write",
     ),
+    (
+        "fence-ignored",
+        "lua/fenced_set.lua",
+        """if token < last then""",
+        """if false then""",
+        ["--test", "fencing", "a_paused_holders_stale_write_is_refused_by_the_redis_helper"],
+        "FencedValue::set writes whatever the token: a paused holder's late write overwrites the current holder's",
+    ),
 ]
 
 def command(test):

@@ -75,7 +75,10 @@ async fn a_paused_holders_stale_write_is_refused_by_the_redis_helper() {
     let e = b.get_fenced_value("").set(current, "x").await.unwrap_err();
     assert!(e.is_invalid_argument(), "{e:?}");
     assert_eq!(raw.get::<_, String>("fv:balance").await.unwrap(), "21");
-    assert!(!raw.exists::<_, bool>("{}:redisson_lock_fence").await.unwrap());
+    assert!(!raw
+        .exists::<_, bool>("{}:redisson_lock_fence")
+        .await
+        .unwrap());
 }
 
 /// The SQL recipe: the row keeps the greatest token that wrote it, and the write is one
