@@ -141,6 +141,7 @@ impl Client {
             watchdog_wake: wake.clone(),
             watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
             closed: Default::default(),
+            permits: Default::default(),
             config,
         });
         // Only now may the watchdog look at the client (see `watchdog::run`).
@@ -327,7 +328,8 @@ impl Client {
     }
 
     /// Shuts this client down gracefully: it takes no new locks, stops the watchdog, ends the
-    /// waits in progress, and releases every lock hold this client (any of its clones) has, so
+    /// waits in progress, and releases every lock hold and permit-expirable semaphore permit
+    /// this client (any of its clones) has, so
     /// that waiters elsewhere (other clients, Java Redisson) get the locks at once instead of
     /// after the lease. Returns what it released and what it could not.
     ///
@@ -343,11 +345,12 @@ impl Client {
     ///    [`is_lost`](crate::LockGuard::is_lost), and their `unlock` returns
     ///    [`LockError::LeaseLost`]; dropping them does nothing more.
     ///
+    /// 5. Every [`PermitExpirableSemaphore`] permit taken through this client and not released
+    ///    through it is released by its id (the new count is published, waking waiters).
+    ///
     /// What it does not give back: [`Semaphore`] permits (an `RSemaphore` permit has no owner:
-    /// any client may release it, so the client cannot know which are its own) and
-    /// [`PermitExpirableSemaphore`] permit ids (they come back when their lease runs out, or
-    /// when released by id). Shutting down twice is harmless: the second call finds nothing to
-    /// release.
+    /// any client may release it, so the client cannot know which are its own). Shutting down
+    /// twice is harmless: the second call finds nothing to release.
     ///
     /// **Dropping the last handle** (every `Client` clone, lock handle and guard) without
     /// calling this aborts the watchdog and the subscriber and sends nothing: holds still in
@@ -363,8 +366,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// Never fails as a whole: each hold that could not be released (server unreachable after
-    /// the retries) is listed in [`ShutdownReport::unreleased`] with its error.
+    /// Never fails as a whole: each hold or permit that could not be released (server
+    /// unreachable after the retries) is listed in [`ShutdownReport::unreleased`] with its error.
     ///
     /// # Examples
     ///

@@ -15,8 +15,8 @@ use crate::holds::Hold;
 use crate::keys::{prefix_name, FAIR_QUEUE_PREFIX};
 use crate::raw::read_timeout_prefix;
 use crate::retry::Retry;
-use crate::scripts::{self, Layout, Op};
-use crate::shared::ClientInner;
+use crate::scripts::{self, Layout, Op, PesKeys};
+use crate::shared::{ClientInner, HeldPermit};
 
 /// What [`Client::shutdown`](crate::Client::shutdown) did: the holds it released and the ones
 /// it could not (those expire with their lease: the watchdog no longer renews them).
@@ -25,7 +25,10 @@ use crate::shared::ClientInner;
 pub struct ShutdownReport {
     /// Holds released: one per (lock, owner) that held it, however often it was re-entered.
     pub released: usize,
-    /// Holds that could not be released, with why.
+    /// Permit-expirable semaphore permits given back (taken through this client and not
+    /// released yet; one whose lease had ended counts too).
+    pub permits_released: usize,
+    /// Holds and permits that could not be released, with why.
     pub unreleased: Vec<Unreleased>,
 }
 
@@ -36,17 +39,18 @@ impl ShutdownReport {
     }
 }
 
-/// A hold [`Client::shutdown`](crate::Client::shutdown) could not release: it stays in Redis
-/// until its lease runs out (at most the watchdog timeout for a watchdog hold, since nothing
-/// renews it any more).
+/// A hold or permit [`Client::shutdown`](crate::Client::shutdown) could not release: a hold
+/// stays in Redis until its lease runs out (at most the watchdog timeout for a watchdog hold,
+/// since nothing renews it any more), a permit until its lease ends (never, without one).
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct Unreleased {
-    /// The lock name.
+    /// The lock's or the permit-expirable semaphore's name.
     pub name: String,
-    /// The owner's hash field (`<client uuid>:<owner id>`, plus `:write` for a write lock).
-    pub field: String,
-    /// The holds this client knew it had there (re-entries count).
+    /// For a lock, the owner's hash field (`<client uuid>:<owner id>`, plus `:write` for a
+    /// write lock); for a permit, its id (32 hex characters).
+    pub holder: String,
+    /// The holds this client knew it had there (re-entries count); 1 for a permit.
     pub holds: u32,
     /// Why the release failed (after the client's retries). After a connection error or a
     /// timeout the release may still have run (e.g. on a server that answers late).
@@ -70,14 +74,32 @@ pub(crate) async fn run(client: &ClientInner) -> ShutdownReport {
     // Parked waiters try again now and fail with `ShutDown` (a fair waiter leaves its queue).
     client.pubsub.wake_all();
     let holds = client.holds.all();
-    let outcomes = join_all(holds.iter().map(|h| release(client, h))).await;
+    let permits: Vec<([u8; 16], HeldPermit)> = client
+        .permits
+        .iter()
+        .map(|e| (*e.key(), e.value().clone()))
+        .collect();
+    let (outcomes, permit_outcomes) = futures_util::future::join(
+        join_all(holds.iter().map(|h| release(client, h))),
+        join_all(permits.iter().map(|(id, p)| give_back(client, *id, p))),
+    )
+    .await;
     let mut report = ShutdownReport::default();
+    for outcome in permit_outcomes {
+        match outcome {
+            Ok(()) => report.permits_released += 1,
+            Err(u) => {
+                tracing::warn!(semaphore = %u.name, permit = %u.holder, error = %u.error, "shutdown could not release a permit");
+                report.unreleased.push(u);
+            }
+        }
+    }
     for outcome in outcomes {
         match outcome {
             Outcome::Idle => {}
             Outcome::Released => report.released += 1,
             Outcome::Failed(u) => {
-                tracing::warn!(lock = %u.name, owner = %u.field, error = %u.error, "shutdown could not release a hold; it expires with its lease");
+                tracing::warn!(lock = %u.name, owner = %u.holder, error = %u.error, "shutdown could not release a hold; it expires with its lease");
                 report.unreleased.push(u);
             }
         }
@@ -118,11 +140,50 @@ async fn release(client: &ClientInner, hold: &Arc<Hold>) -> Outcome {
         }
         Err(error) => Outcome::Failed(Unreleased {
             name: hold.key.to_string(),
-            field: hold.field.to_string(),
+            holder: hold.field.to_string(),
             holds,
             error,
         }),
     }
+}
+
+/// Gives back a permit-expirable semaphore permit (retried like a release: releasing an id
+/// that is gone changes nothing).
+async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result<(), Unreleased> {
+    let keys = PesKeys {
+        name: &p.name,
+        timeouts: &p.timeouts,
+        channel: &p.channel,
+        publish: client.publish,
+    };
+    let mut conn = client.conn.clone();
+    let mut retry = Retry::attempts(&client.config);
+    loop {
+        let call = scripts::pes_release(&keys, &id, epoch_ms());
+        match call.invoke_async::<i64>(&mut conn).await {
+            Ok(_) => {
+                client.permits.remove(&id);
+                return Ok(());
+            }
+            Err(e) => {
+                let e = from_script(&p.name, e);
+                if !retry.again(&e).await {
+                    return Err(Unreleased {
+                        name: p.name.clone(),
+                        holder: p.hex.clone(),
+                        holds: 1,
+                        error: e,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `lua/trim.lua` to zero for `hold`, built from what the hold remembers of its kind.

@@ -20,6 +20,13 @@ const AT_ONCE: Duration = Duration::from_secs(15);
 /// waiter to sleep on the message (so a release that publishes nothing cannot pass by luck).
 const SETTLE: Duration = Duration::from_secs(1);
 
+/// A shutdown must end (a hang fails the test instead of blocking it).
+async fn bounded<T>(shutdown: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(LEASE, shutdown)
+        .await
+        .expect("the shutdown did not end")
+}
+
 /// Waits for `n` subscribers on `channel`, then lets the waiters go to sleep.
 async fn parked(server: &TestServer, channel: &str, n: i64) {
     assert!(
@@ -54,7 +61,7 @@ async fn a_waiter_elsewhere_gets_a_reentered_lock_at_once() {
     parked(&server, &channel("sd:r"), 1).await;
 
     let began = Instant::now();
-    let report = a.shutdown().await;
+    let report = bounded(a.shutdown()).await;
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.released, 2, "two (lock, owner) holds: {report:?}");
     let got = tokio::time::timeout(LEASE, waiter)
@@ -82,7 +89,7 @@ async fn a_waiter_elsewhere_gets_a_reentered_lock_at_once() {
     assert!(matches!(refused, LockError::ShutDown), "{refused:?}");
     // The released guards have nothing left to release.
     assert!(inner.unlock().await.unwrap_err().is_lease_lost());
-    let again = a.shutdown().await;
+    let again = bounded(a.shutdown()).await;
     assert_eq!((again.released, again.unreleased.len()), (0, 0));
 }
 
@@ -120,7 +127,7 @@ async fn fair_and_read_write_waiters_elsewhere_are_woken_at_once() {
     tokio::time::sleep(SETTLE).await;
 
     let began = Instant::now();
-    let report = a.shutdown().await;
+    let report = bounded(a.shutdown()).await;
     assert_eq!(
         (report.released, report.unreleased.len()),
         (2, 0),
@@ -189,7 +196,7 @@ async fn this_clients_waits_end_and_other_holds_stay() {
     );
     tokio::time::sleep(SETTLE).await;
 
-    let report = a.shutdown().await;
+    let report = bounded(a.shutdown()).await;
     assert_eq!(
         (report.released, report.unreleased.len()),
         (0, 0),
@@ -263,7 +270,7 @@ async fn what_could_not_be_released_is_reported() {
         panic!("one hold unreleased expected: {report:?}");
     };
     assert_eq!((stuck.name.as_str(), stuck.holds), ("sd:stuck", 2));
-    assert_eq!(stuck.field, expected_field);
+    assert_eq!(stuck.holder, expected_field);
     assert!(
         stuck.error.to_string().to_lowercase().contains("noperm"),
         "{:?}",
@@ -273,4 +280,58 @@ async fn what_could_not_be_released_is_reported() {
     assert_eq!(count, 2, "the hold stays until its lease ends");
     let ttl: i64 = raw.pttl("sd:stuck").await.unwrap();
     assert!(ttl > 0, "it still expires with its lease: {ttl}");
+}
+
+/// Permit-expirable semaphore permits this client took and did not release (with a lease and
+/// without) are given back: a waiter on another client gets one at once. A permit released
+/// before the shutdown is not released again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_clients_permits_are_given_back() {
+    let server = TestServer::start();
+    let (a, b) = (server.client().await, server.client().await);
+    let mut raw = server.conn().await;
+    let slots = a.get_permit_expirable_semaphore("sd:pes");
+    assert!(slots.try_set_permits(3).await.unwrap());
+    let released = slots.acquire(Some(LEASE)).await.unwrap();
+    slots.release(&released).await.unwrap();
+    let _leased = slots.acquire(Some(LEASE)).await.unwrap();
+    let _forever = slots.acquire(None).await.unwrap();
+    let _third = slots.acquire(Some(LEASE)).await.unwrap();
+    assert_eq!(slots.available_permits().await.unwrap(), 0);
+
+    let other = b.get_permit_expirable_semaphore("sd:pes");
+    let channel = format!("redisson_sc:{}", tagged("sd:pes"));
+    let waiting = parked_on(&server, &channel, 1, async move {
+        let id = other.try_acquire(LEASE, Some(LEASE)).await?;
+        Ok::<_, LockError>((Instant::now(), id))
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+
+    let began = Instant::now();
+    let report = bounded(a.shutdown()).await;
+    assert_eq!(
+        (
+            report.released,
+            report.permits_released,
+            report.unreleased.len()
+        ),
+        (0, 3, 0),
+        "{report:?}"
+    );
+    let (at, id) = tokio::time::timeout(LEASE, waiting)
+        .await
+        .expect("the permit waiter was not woken by the shutdown")
+        .unwrap()
+        .unwrap();
+    assert!(id.is_some());
+    let after = at.saturating_duration_since(began);
+    assert!(
+        after < AT_ONCE,
+        "the permit waiter took {after:?} (lease {LEASE:?})"
+    );
+    let taken: i64 = raw.zcard("{sd:pes}:timeout").await.unwrap();
+    assert_eq!(taken, 1, "only the other client's permit is out");
+    let available: i64 = raw.get("sd:pes").await.unwrap();
+    assert_eq!(available, 2);
 }
