@@ -449,6 +449,14 @@ MUTANTS = [
         "Client::shutdown leaves this client's parked waiters asleep (their waits outlive the shutdown)",
     ),
     (
+        "shutdown-keeps-permits",
+        "src/shutdown.rs",
+        """        join_all(permits.iter().map(|(id, p)| give_back(client, *id, p))),""",
+        """        join_all(permits.iter().take(0).map(|(id, p)| give_back(client, *id, p))),""",
+        ["--test", "shutdown", "this_clients_permits"],
+        "Client::shutdown leaves this client's permit-expirable permits taken: waiters elsewhere wait for their leases",
+    ),
+    (
         "wait-refusal-as-zero",
         "src/conn/mod.rs",
         """                Some(Value::ServerError(e)) => {
