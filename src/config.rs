@@ -199,7 +199,9 @@ impl Config {
     /// <timeout>` after every lock script and fails the operation (undoing an acquire) when
     /// replicas exist but none confirmed; `None` turns it off. Default: on with
     /// [`DEFAULT_REPLICA_SYNC_TIMEOUT`] for Cluster and Sentinel (Redisson's
-    /// `checkLockSyncedSlaves`), off for a single server, where Redisson never waits.
+    /// `checkLockSyncedSlaves`), off for a single server, where Redisson never waits. A server
+    /// that refuses `WAIT` (a proxy, an ACL) is found at connect: see
+    /// [`Config::with_replica_sync_policy`].
     pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.replica_sync = Some(timeout);
         self
