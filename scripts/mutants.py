@@ -808,6 +808,58 @@ MUTANTS = [
         ["--test", "rwlock", "reader_leaving_while_others_read_holds_nothing"],
         "the trim of a read hold leaves its last rwlock_timeout key behind",
     ),
+    (
+        "shutdown-silent",
+        "src/shutdown.rs",
+        """        publish: if kind.publishes { client.publish } else { "" },""",
+        """        publish: "",""",
+        ["--test", "shutdown", "a_waiter_elsewhere"],
+        "Client::shutdown releases holds without publishing: waiters elsewhere sleep until the lease",
+    ),
+    (
+        "shutdown-no-wake",
+        "src/shutdown.rs",
+        """    client.pubsub.wake_all();""",
+        """""",
+        ["--test", "shutdown", "this_clients_waits_end"],
+        "Client::shutdown leaves this client's parked waiters asleep (their waits outlive the shutdown)",
+    ),
+    (
+        "shutdown-keeps-permits",
+        "src/shutdown.rs",
+        """        join_all(permits.iter().map(|(id, p)| give_back(client, *id, p))),""",
+        """        join_all(permits.iter().take(0).map(|(id, p)| give_back(client, *id, p))),""",
+        ["--test", "shutdown", "this_clients_permits"],
+        "Client::shutdown leaves this client's permit-expirable permits taken: waiters elsewhere wait for their leases",
+    ),
+    (
+        "wait-refusal-as-zero",
+        "src/conn/mod.rs",
+        """                Some(Value::ServerError(e)) => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAIT", &detail) {""",
+        """                Some(Value::ServerError(e)) if false => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAIT", &detail) {""",
+        ["--test", "wait_refused", "a_refusal_found_at_the_first_write"],
+        "a refused WAIT is read as zero replicas (ReplicaSync on every write) instead of SyncRefused / BestEffort",
+    ),
+    (
+        "wait-refused-resent",
+        "src/conn/mod.rs",
+        """            .filter(|_| !self.refusals.is_refused("WAIT"))""",
+        """            .filter(|_| true)""",
+        ["--test", "wait_refused"],
+        "under BestEffort a refused WAIT is sent again with every lock write",
+    ),
+    (
+        "fence-ignored",
+        "lua/fenced_set.lua",
+        """if token < last then""",
+        """if false then""",
+        ["--test", "fencing", "a_paused_holders_stale_write_is_refused_by_the_redis_helper"],
+        "FencedValue::set writes whatever the token: a paused holder's late write overwrites the current holder's",
+    ),
 ]
 
 def command(test):

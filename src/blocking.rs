@@ -131,6 +131,17 @@ impl Client {
         self.inner.stats()
     }
 
+    /// Shuts the client down: no new locks, the watchdog stopped, every hold of this client
+    /// released (see [`crate::Client::shutdown`]).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] when called from within an async runtime; otherwise the
+    /// holds it could not release are in [`ShutdownReport::unreleased`](crate::ShutdownReport).
+    pub fn shutdown(&self) -> Result<crate::ShutdownReport> {
+        self.rt.block_on(self.inner.shutdown())
+    }
+
     fn wrap<K: LockKind>(&self, inner: crate::Lock<K>) -> Lock<K> {
         Lock {
             inner,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::config::{Config, ShardedPubSub, Topology};
+use crate::config::{Config, ReplicaSync, ShardedPubSub, Topology};
 use crate::conn::Conn;
 use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
@@ -15,6 +15,7 @@ use crate::raw::{Backoff, Fair, Fenced, NonReentrant, NonReentrantFair, Reentran
 use crate::rwlock::ReadWriteLock;
 pub use crate::shared::Client;
 use crate::shared::ClientInner;
+use crate::shutdown::ShutdownReport;
 use crate::sync::{CountDownLatch, PermitExpirableSemaphore, RateLimiter, Semaphore};
 use crate::watchdog;
 
@@ -118,10 +119,27 @@ impl Client {
                 .arg(1)
                 .query_async::<redis::Value>(&mut conn)
                 .await;
-            if probe.is_err() {
-                return Err(LockError::InvalidArgument(
-                    "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
-                ));
+            if let Err(e) = probe {
+                if config.replica_sync_policy() != ReplicaSync::BestEffort {
+                    return Err(LockError::InvalidArgument(
+                        "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
+                    ));
+                }
+                conn.refused_at_connect("WAITAOF", e.to_string())?;
+            }
+        }
+        if config.replica_sync().is_some() {
+            // A proxy or serverless offering may not forward WAIT, an ACL may deny it: find out
+            // now (`WAIT 0 0` answers at once) rather than at every lock write.
+            let probe = redis::cmd("WAIT")
+                .arg(0)
+                .arg(0)
+                .query_async::<redis::Value>(&mut conn)
+                .await;
+            match probe {
+                Err(e) if e.code().is_some() => conn.refused_at_connect("WAIT", e.to_string())?,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
             }
         }
         let sharded = match (config.topology(), config.sharded_pubsub()) {
@@ -163,6 +181,8 @@ impl Client {
             holds: Holds::default(),
             watchdog_wake: wake.clone(),
             watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
+            closed: Default::default(),
+            permits: Default::default(),
             config,
         });
         // Only now may the watchdog look at the client (see `watchdog::run`).
@@ -348,6 +368,19 @@ impl Client {
         RateLimiter::new(self.clone(), name.into())
     }
 
+    /// The value kept in Redis under `key` that only the holder with the newest fencing token
+    /// may write: see [`FencedValue`](crate::FencedValue). Nothing is sent until you use it.
+    ///
+    /// ```no_run
+    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// let written = client.get_fenced_value("ledger:balance").set(guard.token(), "100").await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_fenced_value(&self, key: impl Into<String>) -> crate::FencedValue {
+        crate::fencing::FencedValue::new(self.clone(), key.into())
+    }
+
     /// A clone of the command connection, for your own commands next to the locks. Commands
     /// sent through it are not followed by `WAIT` (replica sync applies to the lock writes).
     ///
@@ -379,6 +412,68 @@ impl Client {
             batches: self.inner.conn.batch_counts().0,
             batched_operations: self.inner.conn.batch_counts().1,
         }
+    }
+
+    /// Shuts this client down gracefully: it takes no new locks, stops the watchdog, ends the
+    /// waits in progress, and releases every lock hold and permit-expirable semaphore permit
+    /// this client (any of its clones) has, so
+    /// that waiters elsewhere (other clients, Java Redisson) get the locks at once instead of
+    /// after the lease. Returns what it released and what it could not.
+    ///
+    /// In order:
+    /// 1. The client is closed: every later acquire (locks, semaphore permits, latch waits)
+    ///    fails with [`LockError::ShutDown`] before anything is sent.
+    /// 2. The watchdog stops: nothing is renewed any more.
+    /// 3. Every waiter of this client wakes and its wait ends with [`LockError::ShutDown`] (a
+    ///    fair-lock waiter leaves the queue as after a timeout).
+    /// 4. Every hold is released, whatever its re-entry count, lease or owner (one script per
+    ///    lock and owner, retried on connection errors like an unlock). A release that frees
+    ///    the lock publishes the kind's unlock message. Guards of released holds then report
+    ///    [`is_lost`](crate::LockGuard::is_lost), and their `unlock` returns
+    ///    [`LockError::LeaseLost`]; dropping them does nothing more.
+    ///
+    /// 5. Every [`PermitExpirableSemaphore`] permit taken through this client and not released
+    ///    through it is released by its id (the new count is published, waking waiters).
+    ///
+    /// What it does not give back: [`Semaphore`] permits (an `RSemaphore` permit has no owner:
+    /// any client may release it, so the client cannot know which are its own). Shutting down
+    /// twice is harmless: the second call finds nothing to release.
+    ///
+    /// **Dropping the last handle** (every `Client` clone, lock handle and guard) without
+    /// calling this aborts the watchdog and the subscriber and sends nothing: holds still in
+    /// Redis stay there until their lease runs out (the watchdog timeout for watchdog holds,
+    /// since nothing renews them), and waiters elsewhere wait that long. A guard dropped while
+    /// the client lives releases its hold in the background instead.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe as a whole: dropping the future leaves the client closed and the
+    /// watchdog stopped, with the holds not yet released left to expire with their lease. A
+    /// release already sent completes.
+    ///
+    /// # Errors
+    ///
+    /// Never fails as a whole: each hold or permit that could not be released (server
+    /// unreachable after the retries) is listed in [`ShutdownReport::unreleased`] with its error.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let guard = client.get_lock("orders:42").lock().await?;
+    /// // ... the service is asked to stop ...
+    /// let report = client.shutdown().await;
+    /// assert!(guard.is_lost());
+    /// for hold in &report.unreleased {
+    ///     eprintln!("{} stays held until its lease ends: {}", hold.name, hold.error);
+    /// }
+    /// assert!(client.get_lock("orders:43").lock().await.unwrap_err().is_shut_down());
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown(&self) -> ShutdownReport {
+        crate::shutdown::run(&self.inner).await
     }
 
     /// Runs one watchdog renewal pass now instead of waiting for the next tick.

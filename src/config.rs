@@ -51,6 +51,25 @@ pub struct AofSync {
     pub timeout: Duration,
 }
 
+/// What a client does when the server refuses `WAIT` or `WAITAOF` (a proxy or a serverless
+/// offering that does not forward them, an ACL that denies them), which it finds out at connect
+/// (a probe) or at the first refused lock write. See [`Config::with_replica_sync_policy`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaSync {
+    /// The confirmation is required (the default): [`Client::connect`] fails with
+    /// [`LockError::SyncRefused`] when its probe is refused, and a lock write whose `WAIT` or
+    /// `WAITAOF` is refused later fails with it too (an acquire is undone).
+    ///
+    /// [`Client::connect`]: crate::Client::connect
+    #[default]
+    Required,
+    /// Go on without it: the first refusal is logged once (a `tracing` warning naming the
+    /// command and the server's words), and from then on this client sends lock writes without
+    /// the refused command. Its writes are then no longer confirmed on replicas (or fsyncs).
+    BestEffort,
+}
+
 /// Where the Redis deployment is. Its `Debug` replaces passwords in URLs by `***`.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -125,6 +144,7 @@ pub struct Config {
     topology: Topology,
     sharded_pubsub: ShardedPubSub,
     replica_sync: Option<Option<Duration>>,
+    replica_sync_policy: ReplicaSync,
     watchdog_timeout: Duration,
     watchdog_batch_size: usize,
     response_timeout: Duration,
@@ -179,6 +199,7 @@ impl Config {
             topology,
             sharded_pubsub: ShardedPubSub::Auto,
             replica_sync: None,
+            replica_sync_policy: ReplicaSync::Required,
             watchdog_timeout: DEFAULT_WATCHDOG_TIMEOUT,
             watchdog_batch_size: DEFAULT_WATCHDOG_BATCH_SIZE,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
@@ -205,10 +226,35 @@ impl Config {
     /// <timeout>` after every lock script and fails the operation (undoing an acquire) when
     /// replicas exist but none confirmed; `None` turns it off. Default: on with
     /// [`DEFAULT_REPLICA_SYNC_TIMEOUT`] for Cluster and Sentinel (Redisson's
-    /// `checkLockSyncedSlaves`), off for a single server, where Redisson never waits.
+    /// `checkLockSyncedSlaves`), off for a single server, where Redisson never waits. A server
+    /// that refuses `WAIT` (a proxy, an ACL) is found at connect: see
+    /// [`Config::with_replica_sync_policy`].
     pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.replica_sync = Some(timeout);
         self
+    }
+
+    /// What to do when the server refuses `WAIT` or `WAITAOF` ([`ReplicaSync`]): fail
+    /// ([`ReplicaSync::Required`], the default) or go on without the refused command, saying so
+    /// once through `tracing` ([`ReplicaSync::BestEffort`]). Never silent either way.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisson_lock::{Config, ReplicaSync};
+    /// // Behind a proxy that may not forward WAIT: sync where the server allows it.
+    /// let config = Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+    ///     .with_replica_sync_policy(ReplicaSync::BestEffort);
+    /// assert_eq!(config.replica_sync_policy(), ReplicaSync::BestEffort);
+    /// assert_eq!(config.replica_sync(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn with_replica_sync_policy(mut self, policy: ReplicaSync) -> Self {
+        self.replica_sync_policy = policy;
+        self
+    }
+
+    /// See [`Config::with_replica_sync_policy`].
+    pub fn replica_sync_policy(&self) -> ReplicaSync {
+        self.replica_sync_policy
     }
 
     /// `WAITAOF` after every lock write (acquire, release, renewal, force-unlock), Redis 7.2+:
@@ -217,7 +263,8 @@ impl Config {
     /// fails with [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) and an acquire is
     /// undone, as with `WAIT`. Off by default (Redisson has no such option). [`Client::connect`]
     /// fails with `InvalidArgument` on a server without `WAITAOF` (before 7.2) or, with `local`,
-    /// without `appendonly yes`.
+    /// without `appendonly yes`, unless the [`ReplicaSync::BestEffort`] policy lets it go on
+    /// without `WAITAOF` (with a warning).
     ///
     /// [`Client::connect`]: crate::Client::connect
     ///

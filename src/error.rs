@@ -137,10 +137,28 @@ pub enum LockError {
         /// How long `WAIT` waited.
         timeout: Duration,
     },
+    /// The server refused `WAIT` or `WAITAOF` (a proxy or serverless offering that does not
+    /// forward it, an ACL that denies it), so lock writes cannot be confirmed on replicas (or
+    /// fsyncs), and the [`ReplicaSync::Required`](crate::ReplicaSync::Required) policy (the
+    /// default) does not allow going on without: reported by
+    /// [`Client::connect`](crate::Client::connect) when its probe is refused, or by the lock
+    /// write whose command was refused (an acquire is undone). Turn replica sync off, or allow
+    /// [`ReplicaSync::BestEffort`](crate::ReplicaSync::BestEffort).
+    #[error("the server refused `{command}` ({detail}): lock writes cannot be confirmed; turn replica sync off or allow ReplicaSync::BestEffort")]
+    SyncRefused {
+        /// `WAIT` or `WAITAOF`.
+        command: &'static str,
+        /// The server's words.
+        detail: String,
+    },
     /// A [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) operation failed on too
     /// many nodes; the error carries each failed node's error.
     #[error(transparent)]
     Quorum(QuorumError),
+    /// The client was shut down ([`Client::shutdown`](crate::Client::shutdown)): it takes no
+    /// new locks or permits, and waits in progress end with this error. Nothing was sent.
+    #[error("the client was shut down: it takes no new locks or permits")]
+    ShutDown,
 }
 
 impl LockError {
@@ -210,6 +228,16 @@ impl LockError {
     /// more permits than its rate.
     pub fn is_rate_limiter_refused(&self) -> bool {
         matches!(self, LockError::RateLimiter { .. })
+    }
+
+    /// `true` for [`LockError::SyncRefused`]: the server refuses `WAIT` or `WAITAOF`.
+    pub fn is_sync_refused(&self) -> bool {
+        matches!(self, LockError::SyncRefused { .. })
+    }
+
+    /// `true` for [`LockError::ShutDown`]: the client was shut down.
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, LockError::ShutDown)
     }
 
     /// `true` for [`LockError::Quorum`].

@@ -3,13 +3,17 @@
 #![deny(missing_docs, missing_debug_implementations)]
 #![cfg_attr(not(test), forbid(clippy::panic))]
 #![warn(rust_2018_idioms)]
+// docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod config;
 mod conn;
 mod error;
+mod fencing;
 mod holds;
 mod keys;
 mod latches;
@@ -23,6 +27,7 @@ mod retry;
 mod rwlock;
 mod scripts;
 mod shared;
+mod shutdown;
 mod sync;
 mod time;
 mod tls;
@@ -30,7 +35,7 @@ mod watchdog;
 
 pub use client::{Client, ClientStats};
 pub use config::{
-    AofSync, Config, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
+    AofSync, Config, ReplicaSync, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
     DEFAULT_FAIR_LOCK_WAIT_TIMEOUT, DEFAULT_LATCH_QUEUE, DEFAULT_REPLICA_SYNC_TIMEOUT,
     DEFAULT_RESPONSE_TIMEOUT, DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_DELAY,
     DEFAULT_SUBSCRIPTION_TIMEOUT, DEFAULT_WATCHDOG_BATCH_SIZE, DEFAULT_WATCHDOG_TIMEOUT,
@@ -38,6 +43,7 @@ pub use config::{
 };
 pub use conn::Connection;
 pub use error::{LockError, Result};
+pub use fencing::FencedValue;
 pub use lock::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use multi::{
@@ -48,6 +54,7 @@ pub use raw::{
     Backoff, Fair, Fenced, LockKind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
 };
 pub use rwlock::ReadWriteLock;
+pub use shutdown::{ShutdownReport, Unreleased};
 pub use sync::{
     CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitId, RateLimiter, RateLimiterConfig,
     RateType, Semaphore,

@@ -33,8 +33,13 @@ use crate::pubsub::PubSub;
 /// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
 /// * **Lost lease.** The watchdog reports holds it finds gone to their guards
 ///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
-/// * **Dropping the client** stops the watchdog and the subscriber; locks still held then expire
-///   after their lease.
+/// * **Shutting down** ([`Client::shutdown`]) releases every hold of this client at once and
+///   reports what it could not release; waiters elsewhere get the locks without waiting for a
+///   lease.
+/// * **Dropping the last handle** (clients, lock handles, guards) stops the watchdog and the
+///   subscriber and sends nothing: locks still held then expire after their lease (watchdog
+///   holds after the watchdog timeout), and waiters elsewhere wait that long. Call
+///   [`Client::shutdown`] first to release them.
 ///
 /// # Examples
 ///
@@ -65,6 +70,24 @@ pub(crate) struct ClientInner {
     /// Unlock latches to delete in batches.
     pub(crate) latches: Latches,
     pub(crate) watchdog: tokio::task::JoinHandle<()>,
+    /// Set by [`Client::shutdown`]: no new acquisitions.
+    pub(crate) closed: std::sync::atomic::AtomicBool,
+    /// Permit-expirable semaphore permits taken through this client and not released through
+    /// it, by id: what [`Client::shutdown`] gives back.
+    pub(crate) permits: dashmap::DashMap<[u8; 16], HeldPermit>,
+}
+
+/// A permit of a permit-expirable semaphore this client took (see `ClientInner::permits`).
+#[derive(Clone, Debug)]
+pub(crate) struct HeldPermit {
+    /// The semaphore's name, its `{<name>}:timeout` set and its channel.
+    pub(crate) name: String,
+    pub(crate) timeouts: String,
+    pub(crate) channel: String,
+    /// The id as Java shows it (32 hex characters).
+    pub(crate) hex: String,
+    /// The lease end in epoch milliseconds, as the scripts keep it (`NON_EXPIRABLE`: none).
+    pub(crate) expiry_ms: u64,
 }
 
 impl Drop for ClientInner {
@@ -126,6 +149,52 @@ impl Client {
     /// Hands a latch key (a semaphore receipt) to the batched reaper.
     pub(crate) fn delete_latch(&self, latch: String) {
         self.inner.latches.delete(latch);
+    }
+
+    /// [`LockError::ShutDown`] once [`Client::shutdown`] has begun.
+    pub(crate) fn check_open(&self) -> crate::error::Result<()> {
+        match self.is_shut_down() {
+            true => Err(crate::error::LockError::ShutDown),
+            false => Ok(()),
+        }
+    }
+
+    /// Whether [`Client::shutdown`] has begun (on this client or any of its clones).
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records a permit taken through this client. Returns `false` when the client was shut
+    /// down meanwhile: the caller gives it back (the shutdown may have missed it).
+    pub(crate) fn permit_taken(&self, id: [u8; 16], permit: HeldPermit) -> bool {
+        let permits = &self.inner.permits;
+        if permits.len() % 64 == 63 {
+            // Permits whose lease ended are back in the pool: nothing to give back.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            permits.retain(|_, p| p.expiry_ms >= now);
+        }
+        permits.insert(id, permit);
+        // Pairs with the shutdown's store of `closed` before it reads the permits.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if self.is_shut_down() {
+            permits.remove(&id);
+            return false;
+        }
+        true
+    }
+
+    /// A permit released through this client (or found gone) is no longer this client's.
+    pub(crate) fn permit_gone(&self, id: &[u8; 16]) {
+        self.inner.permits.remove(id);
+    }
+
+    /// A permit's lease was moved.
+    pub(crate) fn permit_lease(&self, id: &[u8; 16], expiry_ms: u64) {
+        if let Some(mut p) = self.inner.permits.get_mut(id) {
+            p.expiry_ms = expiry_ms;
+        }
     }
 
     /// Tells the watchdog that a watchdog hold exists (it idles while there is none).

@@ -269,7 +269,7 @@ impl Batcher {
                 for (q, reply) in group.into_iter().zip(replies) {
                     let out = match (reply, &verdict) {
                         (Value::ServerError(e), _) => Err((RedisError::from(e), None)),
-                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),
+                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),
                         (v, _) => Ok(v),
                     };
                     let _ = q.tx.send(out);
@@ -284,7 +284,7 @@ impl Batcher {
             }
             Err(e) => {
                 for q in group {
-                    let _ = q.tx.send(Err((e.clone(), shortfall)));
+                    let _ = q.tx.send(Err((e.clone(), shortfall.clone())));
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! because the replicas still lag). A synced handle that finds no replica confirming records
 //! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::config::{millis, AofSync, Config, Topology};
+use crate::config::{millis, AofSync, Config, ReplicaSync, Topology};
 use crate::error::LockError;
 use crate::keys::slot_of;
 
@@ -32,7 +32,9 @@ use batch::{Batcher, Entry};
 #[derive(Clone)]
 pub(crate) struct Conn {
     kind: Kind,
-    sync: Option<Arc<ReplicaSync>>,
+    sync: Option<Arc<ReplicaCounts>>,
+    /// Whether the server refused `WAIT`/`WAITAOF`, and what the policy says about it.
+    refusals: Arc<Refusals>,
     /// `WAITAOF` after synced writes.
     aof: Option<AofSync>,
     /// This handle follows scripts with `WAIT` (see [`Conn::synced`]).
@@ -43,13 +45,67 @@ pub(crate) struct Conn {
     batch: Option<Arc<Batcher>>,
 }
 
-/// A lock write that no replica confirmed within the sync timeout.
-#[derive(Clone, Copy, Debug)]
+/// A lock write that no replica confirmed within the sync timeout, or whose `WAIT`/`WAITAOF`
+/// the server refused.
+#[derive(Clone, Debug)]
 pub(crate) struct Shortfall {
     /// Replicas connected to the master.
     pub(crate) replicas: i64,
     /// How long `WAIT` waited.
     pub(crate) timeout: Duration,
+    /// The command the server refused, and its words ([`ReplicaSync::Required`]).
+    pub(crate) refused: Option<(&'static str, String)>,
+}
+
+impl Shortfall {
+    /// The error of the lock write on `key` that fell short.
+    pub(crate) fn error(self, key: &str) -> LockError {
+        match self.refused {
+            Some((command, detail)) => LockError::SyncRefused { command, detail },
+            None => LockError::ReplicaSync {
+                key: key.to_owned(),
+                replicas: self.replicas,
+                timeout: self.timeout,
+            },
+        }
+    }
+}
+
+/// The commands the server refused, shared by every handle of one client.
+#[derive(Debug)]
+struct Refusals {
+    policy: ReplicaSync,
+    wait: AtomicBool,
+    aof: AtomicBool,
+}
+
+impl Refusals {
+    fn flag(&self, command: &str) -> &AtomicBool {
+        match command {
+            "WAIT" => &self.wait,
+            _ => &self.aof,
+        }
+    }
+
+    fn is_refused(&self, command: &str) -> bool {
+        self.flag(command).load(Ordering::Acquire)
+    }
+
+    /// The server refused `command`: under [`ReplicaSync::BestEffort`] it is not sent again, the
+    /// first refusal is logged, and the caller goes on (`true`); under `Required`, `false`.
+    fn refuse(&self, command: &'static str, detail: &str) -> bool {
+        if self.policy != ReplicaSync::BestEffort {
+            return false;
+        }
+        if !self.flag(command).swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                command,
+                detail,
+                "the server refuses {command}: lock writes go on without it (ReplicaSync::BestEffort), no longer confirmed by it"
+            );
+        }
+        true
+    }
 }
 
 #[derive(Clone)]
@@ -83,7 +139,7 @@ impl Conn {
             }
         };
         let sync = config.replica_sync().map(|timeout| {
-            Arc::new(ReplicaSync {
+            Arc::new(ReplicaCounts {
                 timeout,
                 replicas: DashMap::new(),
             })
@@ -91,6 +147,11 @@ impl Conn {
         let mut conn = Conn {
             kind,
             sync,
+            refusals: Arc::new(Refusals {
+                policy: config.replica_sync_policy(),
+                wait: AtomicBool::new(false),
+                aof: AtomicBool::new(false),
+            }),
             aof: config.aof_sync(),
             synced: false,
             shortfall: None,
@@ -109,14 +170,39 @@ impl Conn {
 
     /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
     fn syncs(&self) -> bool {
-        self.synced && (self.sync.is_some() || self.aof.is_some())
+        self.synced && (self.live_sync().is_some() || self.live_aof().is_some())
+    }
+
+    /// `WAIT`'s settings, unless the server refused it and the policy let us go on without.
+    fn live_sync(&self) -> Option<Arc<ReplicaCounts>> {
+        self.sync
+            .clone()
+            .filter(|_| !self.refusals.is_refused("WAIT"))
+    }
+
+    /// `WAITAOF`'s settings, unless the server refused it and the policy let us go on without.
+    fn live_aof(&self) -> Option<AofSync> {
+        self.aof.filter(|_| !self.refusals.is_refused("WAITAOF"))
+    }
+
+    /// The server refused `command` at connect (`Client::connect`'s probe): an error under
+    /// [`ReplicaSync::Required`], a warning and no more `command` under `BestEffort`.
+    pub(crate) fn refused_at_connect(
+        &self,
+        command: &'static str,
+        detail: String,
+    ) -> Result<(), LockError> {
+        match self.refusals.refuse(command, &detail) {
+            true => Ok(()),
+            false => Err(LockError::SyncRefused { command, detail }),
+        }
     }
 
     /// A script on this handle, its reply apart from the sync verdict (see
     /// [`synced_reply`](Self::synced_reply)); `sync`: follow it with `WAIT` if configured.
     async fn send_parts(&mut self, cmd: &Cmd, sync: bool) -> RedisResult<(Value, RedisResult<()>)> {
-        match self.sync.clone() {
-            replicas if sync && (replicas.is_some() || self.aof.is_some()) => {
+        match self.live_sync() {
+            replicas if sync && (replicas.is_some() || self.live_aof().is_some()) => {
                 self.synced_reply(cmd, replicas.as_deref()).await
             }
             _ => Ok((self.raw(cmd).await?, Ok(()))),
@@ -125,7 +211,7 @@ impl Conn {
 
     /// Sends one command on this handle, scripts followed by `WAIT` when it syncs.
     async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match self.sync.clone() {
+        match self.live_sync() {
             sync if self.syncs() && is_script(cmd) => self.synced_write(cmd, sync.as_deref()).await,
             _ => self.raw(cmd).await,
         }
@@ -206,7 +292,11 @@ impl Conn {
 
     /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
     /// does outside single-server mode, and fails when replicas exist but none confirmed.
-    async fn synced_write(&mut self, cmd: &Cmd, sync: Option<&ReplicaSync>) -> RedisResult<Value> {
+    async fn synced_write(
+        &mut self,
+        cmd: &Cmd,
+        sync: Option<&ReplicaCounts>,
+    ) -> RedisResult<Value> {
         let (reply, verdict) = self.synced_reply(cmd, sync).await?;
         verdict.map(|()| reply)
     }
@@ -217,9 +307,10 @@ impl Conn {
     async fn synced_reply(
         &mut self,
         cmd: &Cmd,
-        sync: Option<&ReplicaSync>,
+        sync: Option<&ReplicaCounts>,
     ) -> RedisResult<(Value, RedisResult<()>)> {
         let slot = script_slot(cmd);
+        let aof_sync = self.live_aof();
         let replicas = match sync {
             None => 0,
             Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
@@ -232,7 +323,7 @@ impl Conn {
             },
         };
         let wait = sync.filter(|_| replicas > 0);
-        if wait.is_none() && self.aof.is_none() {
+        if wait.is_none() && aof_sync.is_none() {
             return Ok((self.raw(cmd).await?, Ok(())));
         }
         let mut pipe = redis::pipe();
@@ -240,13 +331,13 @@ impl Conn {
         if let Some(sync) = wait {
             pipe.cmd("WAIT").arg(replicas).arg(millis(sync.timeout));
         }
-        if let Some(aof) = self.aof {
+        if let Some(aof) = aof_sync {
             pipe.cmd("WAITAOF")
                 .arg(u8::from(aof.local))
                 .arg(aof.replicas)
                 .arg(millis(aof.timeout));
         }
-        let count = 1 + usize::from(wait.is_some()) + usize::from(self.aof.is_some());
+        let count = 1 + usize::from(wait.is_some()) + usize::from(aof_sync.is_some());
         let replies = self.raw_pipeline(&pipe, count).await;
         if let (Err(_), Some(sync)) = (&replies, sync) {
             // The node may have changed (failover): re-read its replica count next time.
@@ -261,6 +352,14 @@ impl Conn {
         if let Some(sync) = wait {
             let acked = match replies.next() {
                 Some(Value::Int(n)) => n,
+                // Refused (a proxy, an ACL): not "no replica confirmed".
+                Some(Value::ServerError(e)) => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAIT", &detail) {
+                        return Ok((reply, Err(self.refused("WAIT", detail))));
+                    }
+                    replicas
+                }
                 _ => 0,
             };
             if acked != replicas {
@@ -274,13 +373,19 @@ impl Conn {
                 ));
             }
         }
-        if let Some(aof) = self.aof {
+        if let Some(aof) = aof_sync {
             let (local, remote) = match replies.next() {
                 Some(Value::Array(v)) => match v.as_slice() {
                     [Value::Int(l), Value::Int(r)] => (*l, *r),
                     _ => (0, 0),
                 },
-                Some(Value::ServerError(e)) => return Ok((reply, Err(e.into()))),
+                Some(Value::ServerError(e)) => {
+                    let detail = RedisError::from(e).to_string();
+                    if !self.refusals.refuse("WAITAOF", &detail) {
+                        return Ok((reply, Err(self.refused("WAITAOF", detail))));
+                    }
+                    return Ok((reply, Ok(())));
+                }
                 _ => (0, 0),
             };
             if local < i64::from(aof.local) || remote < i64::from(aof.replicas) {
@@ -296,11 +401,28 @@ impl Conn {
     /// not survive a failover or crash), callers undo it like a lost reply and report
     /// `LockError::ReplicaSync`.
     fn short(&mut self, replicas: i64, timeout: Duration, what: &str) -> RedisError {
-        self.shortfall = Some(Shortfall { replicas, timeout });
+        self.shortfall = Some(Shortfall {
+            replicas,
+            timeout,
+            refused: None,
+        });
         RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             format!("not enough {what} for the lock write within {timeout:?}"),
         ))
+    }
+
+    /// Records a write whose `command` the server refused under [`ReplicaSync::Required`]: its
+    /// outcome counts as unconfirmed, as after a shortfall (an acquire is undone), and callers
+    /// report [`LockError::SyncRefused`].
+    fn refused(&mut self, command: &'static str, detail: String) -> RedisError {
+        let message = format!("the server refused {command} after the lock write: {detail}");
+        self.shortfall = Some(Shortfall {
+            replicas: 0,
+            timeout: Duration::ZERO,
+            refused: Some((command, detail)),
+        });
+        RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, message))
     }
 
     /// `connected_slaves` of the master serving `slot` (`INFO replication`).
@@ -363,7 +485,7 @@ impl ConnectionLike for Conn {
 }
 
 /// Replica counts per hash slot's master, read once and refreshed when `WAIT` disagrees.
-struct ReplicaSync {
+struct ReplicaCounts {
     timeout: Duration,
     replicas: DashMap<Slot, i64>,
 }

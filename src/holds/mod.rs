@@ -26,6 +26,21 @@ use tokio::sync::{Mutex, Notify, OwnedMutexGuard};
 
 use crate::config::millis;
 use crate::raw::Renewal;
+use crate::scripts::Layout;
+
+/// What a hold needs to be released without its lock handle ([`Client::shutdown`]): the lock
+/// kind's channel prefix and hash layout, and whether its releases publish.
+///
+/// [`Client::shutdown`]: crate::Client::shutdown
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HoldKind {
+    /// The kind's unlock channel prefix (`KindSpec::channel_prefix`).
+    pub(crate) channel_prefix: &'static str,
+    /// How `lua/trim.lua` reads the hash.
+    pub(crate) layout: Layout,
+    /// Whether releases publish (not the spin lock).
+    pub(crate) publishes: bool,
+}
 
 /// How one grant's lease is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +188,8 @@ pub(crate) struct Hold {
     pub(crate) field: Arc<str>,
     /// How the watchdog renews this hold.
     pub(crate) renewal: Renewal,
+    /// How to release it without its lock handle.
+    pub(crate) kind: HoldKind,
     gate: Arc<Mutex<HoldState>>,
     /// The current epoch; `ended` wakes those waiting for it to move (`LockGuard::lost`). An
     /// atomic and a `Notify` rather than a `watch` channel: a hold exists per waiting owner too,
@@ -205,12 +222,13 @@ impl std::fmt::Debug for Hold {
 }
 
 impl Hold {
-    fn new(key: Arc<str>, field: Arc<str>, renewal: Renewal) -> Hold {
+    fn new(key: Arc<str>, field: Arc<str>, renewal: Renewal, kind: HoldKind) -> Hold {
         std::sync::LazyLock::force(&CLOCK_BASE);
         Hold {
             key,
             field,
             renewal,
+            kind,
             gate: Arc::new(Mutex::new(HoldState::default())),
             epoch: AtomicU64::new(0),
             ended: Notify::new(),
@@ -300,11 +318,22 @@ pub(crate) struct Holds {
 impl Holds {
     /// The hold of `field` on `key`, made when there is none. The names are shared with the
     /// lock handle that asks (no copy per acquisition).
-    pub(crate) fn hold(&self, key: &Arc<str>, field: &Arc<str>, renewal: Renewal) -> Arc<Hold> {
+    pub(crate) fn hold(
+        &self,
+        key: &Arc<str>,
+        field: &Arc<str>,
+        renewal: Renewal,
+        kind: HoldKind,
+    ) -> Arc<Hold> {
         self.holds
             .entry((key.clone(), field.clone()))
-            .or_insert_with(|| Arc::new(Hold::new(key.clone(), field.clone(), renewal)))
+            .or_insert_with(|| Arc::new(Hold::new(key.clone(), field.clone(), renewal, kind)))
             .clone()
+    }
+
+    /// Every hold tracked now (held, waiting or being settled).
+    pub(crate) fn all(&self) -> Vec<Arc<Hold>> {
+        self.holds.iter().map(|e| e.value().clone()).collect()
     }
 
     /// Drops the hold from the map when it has no grants and the caller's reference is the

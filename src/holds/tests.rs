@@ -8,7 +8,16 @@ const WD: u64 = 30_000;
 #[test]
 fn renewal_instants_read_back_exactly() {
     let before = Instant::now();
-    let hold = Hold::new("k".into(), "f".into(), Renewal::Hash);
+    let hold = Hold::new(
+        "k".into(),
+        "f".into(),
+        Renewal::Hash,
+        HoldKind {
+            channel_prefix: "redisson_lock__channel",
+            layout: crate::scripts::Layout::Plain,
+            publishes: true,
+        },
+    );
     assert!(hold.renewed_at() >= before && hold.renewed_at() <= Instant::now());
     let at = Instant::now() + Duration::from_nanos(123_456_789);
     hold.renewed(at);

@@ -13,7 +13,7 @@ use super::Lock;
 use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::holds::{Gate, GrantId, Hold, HoldState, Lease};
+use crate::holds::{Gate, GrantId, Hold, HoldKind, HoldState, Lease};
 use crate::observe::{self, Parked};
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, Delays, KindExt, LockKind, Op};
@@ -107,9 +107,14 @@ impl<K: LockKind> Lock<K> {
     pub(super) fn hold(&self, owner: LockOwner) -> Arc<Hold> {
         let field = self.shared_field(owner);
         let renewal = self.shared.kind.renewal(self.name(), &field);
+        let kind = HoldKind {
+            channel_prefix: K::SPEC.channel_prefix,
+            layout: K::SPEC.layout,
+            publishes: self.shared.kind.uses_pubsub(),
+        };
         self.client()
             .holds()
-            .hold(&self.shared.name, &field, renewal)
+            .hold(&self.shared.name, &field, renewal, kind)
     }
 
     /// [`field`](Self::field) as shared text, built once per owner while one owner keeps
@@ -171,6 +176,7 @@ impl<K: LockKind> Lock<K> {
     /// Runs one acquisition: the fast path, then (when allowed to wait) the wait loop.
     pub(super) async fn acquire(&self, req: AcquireRequest) -> Result<Option<Granted>> {
         self.check_name()?;
+        self.client().check_open()?;
         // A wait too long to represent is no deadline at all.
         let deadline = req.wait.and_then(|w| Instant::now().checked_add(w));
         let hold = self.hold(req.owner);
@@ -334,6 +340,9 @@ impl<K: LockKind> Lock<K> {
         let client = self.client();
         let watchdog_ms = self.watchdog_ms();
         let mut gate = hold.gate().await;
+        // Checked under the gate: `Client::shutdown` takes every gate after closing, so an
+        // acquire either sees the client closed or is released by the shutdown after it.
+        client.check_open()?;
         self.settle(hold, &mut gate).await?;
         let sent = Instant::now();
         let own_ms = lease.map_or(watchdog_ms, millis);
@@ -442,11 +451,7 @@ impl<K: LockKind> Lock<K> {
     pub(super) fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {
         observe::script_error();
         match conn.take_shortfall() {
-            Some(s) => LockError::ReplicaSync {
-                key: self.name().to_owned(),
-                replicas: s.replicas,
-                timeout: s.timeout,
-            },
+            Some(s) => s.error(self.name()),
             None => e.into(),
         }
     }

@@ -163,6 +163,11 @@ impl PubSub {
         }
     }
 
+    /// Wakes every local waiter on every channel (they try again at once).
+    pub(crate) fn wake_all(&self) {
+        wake_all(&self.shared);
+    }
+
     /// How many connections the subscriber has opened so far.
     pub(crate) fn connections(&self) -> watch::Receiver<u64> {
         self.shared.connections.subscribe()
@@ -289,16 +294,20 @@ async fn run(
         // Disconnected: waiters keep their TTL-bounded waits; new subscribers wait for the
         // reconnect (bounded by the subscription timeout).
         if let Some(sh) = shared.upgrade() {
-            for entry in sh.channels.iter() {
-                if let Some(c) = entry.value().upgrade() {
-                    c.state.send_if_modified(|s| {
-                        let was = *s == SubState::Confirmed;
-                        if was {
-                            *s = SubState::Pending;
-                        }
-                        was
-                    });
-                }
+            // Outside the map, as in `wake_all`: dropping a last reference removes its entry.
+            let channels: Vec<Arc<Channel>> = sh
+                .channels
+                .iter()
+                .filter_map(|e| e.value().upgrade())
+                .collect();
+            for c in &channels {
+                c.state.send_if_modified(|s| {
+                    let was = *s == SubState::Confirmed;
+                    if was {
+                        *s = SubState::Pending;
+                    }
+                    was
+                });
             }
         }
     }
@@ -396,10 +405,16 @@ fn wake(c: &Arc<Channel>, payload: &[u8]) {
 }
 
 fn wake_all(shared: &Shared) {
-    for entry in shared.channels.iter() {
-        if let Some(c) = entry.value().upgrade() {
-            c.notify.notify_waiters();
-        }
+    // Collected first and woken outside the map: the last reference to a channel may be ours
+    // (its waiter gone meanwhile), and dropping it runs `Channel::drop`, which removes the entry
+    // from this map; under the iterator's shard lock that would deadlock.
+    let channels: Vec<Arc<Channel>> = shared
+        .channels
+        .iter()
+        .filter_map(|e| e.value().upgrade())
+        .collect();
+    for c in &channels {
+        c.notify.notify_waiters();
     }
 }
 

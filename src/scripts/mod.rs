@@ -64,6 +64,7 @@ scripts! {
     FORCE_UNLOCK => "force_unlock.lua",
     TRIM => "trim.lua",
     FENCED_LOCK => "fenced_lock.lua",
+    FENCED_SET => "fenced_set.lua",
     FAIR_LOCK => "fair_lock.lua",
     FAIR_UNLOCK => "fair_unlock.lua",
     FAIR_CANCEL => "fair_cancel.lua",
@@ -220,6 +221,11 @@ pub(crate) fn is_reentry_refusal(e: &redis::RedisError) -> bool {
 
 pub(crate) fn fenced_lock(key: &str, token_key: &str, lease_ms: u64, field: &str) -> Call {
     call!(FENCED_LOCK; key, token_key; lease_ms, field)
+}
+
+/// A resource write fenced by a token (`lua/fenced_set.lua`).
+pub(crate) fn fenced_set(key: &str, fence: &str, token: i64, value: &[u8]) -> Call {
+    call!(FENCED_SET; key, fence; token, value)
 }
 
 /// Releases one hold (no unlock latch: a retry after an unknown outcome trims instead).

@@ -60,6 +60,7 @@ where
     Fut: Future<Output = Result<Step<T>>>,
 {
     let config = client.config();
+    client.check_open()?;
     // Fast path: one try, no subscription (transient failures tried again, as the locks do).
     let mut retry = Retry::attempts(config);
     loop {
@@ -89,6 +90,8 @@ where
         let notified = channel.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        // `Client::shutdown` wakes every waiter: its wait ends here.
+        client.check_open()?;
         let pause = match attempt().await {
             Ok(Step::Done(v)) => return Ok(Some(v)),
             Ok(Step::Wait(hint)) => {
@@ -279,11 +282,7 @@ pub(crate) fn check_permits(permits: u32) -> Result<()> {
 pub(crate) fn write_error(name: &str, conn: &mut Conn, e: redis::RedisError) -> LockError {
     if is_connection_error(&e) {
         if let Some(s) = conn.take_shortfall() {
-            return LockError::ReplicaSync {
-                key: name.to_owned(),
-                replicas: s.replicas,
-                timeout: s.timeout,
-            };
+            return s.error(name);
         }
         return e.into();
     }

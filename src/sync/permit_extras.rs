@@ -191,7 +191,11 @@ impl PermitExpirableSemaphore {
                 ids.iter().map(PermitId::bytes),
                 epoch_ms(),
             );
-            run_once::<i64>(&inner.client, &inner.name, &inv).await
+            let n = run_once::<i64>(&inner.client, &inner.name, &inv).await?;
+            // Released or found gone: none of them is this client's to give back at shutdown.
+            ids.iter()
+                .for_each(|id| inner.client.permit_gone(&id.bytes));
+            Ok(n)
         })
         .await?;
         u32::try_from(n).map_err(|_| LockError::UnexpectedReply {

@@ -26,7 +26,7 @@ const GIVE_BACK_FOR: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PermitId {
     hex: String,
-    bytes: [u8; 16],
+    pub(super) bytes: [u8; 16],
 }
 
 impl PermitId {
@@ -154,7 +154,11 @@ impl Inner {
         loop {
             let inv = scripts::pes_release(&self.keys(), &id.bytes, epoch_ms());
             let mut conn = self.client.conn_synced();
-            match inv.invoke_async::<i64>(&mut conn).await {
+            let outcome = inv.invoke_async::<i64>(&mut conn).await;
+            if outcome.is_ok() {
+                self.client.permit_gone(&id.bytes);
+            }
+            match outcome {
                 Ok(0) if repeated => return Ok(1),
                 Ok(n) => return Ok(n),
                 Err(e) if retry.again(&e).await => repeated = true,
@@ -364,7 +368,23 @@ impl PermitExpirableSemaphore {
             let _ = tx.send(outcome);
         });
         match rx.await {
-            Ok(Ok(Step::Done(t))) => Ok(Step::Done(t.claim())),
+            Ok(Ok(Step::Done(t))) => {
+                let c = &self.inner;
+                for id in &t.ids {
+                    let held = crate::shared::HeldPermit {
+                        name: c.name.clone(),
+                        timeouts: c.timeouts.clone(),
+                        channel: c.channel.clone(),
+                        hex: id.hex.clone(),
+                        expiry_ms: expiry,
+                    };
+                    if !c.client.permit_taken(id.bytes, held) {
+                        // Shut down meanwhile: dropping `t` gives every permit back.
+                        return Err(LockError::ShutDown);
+                    }
+                }
+                Ok(Step::Done(t.claim()))
+            }
             Ok(Ok(Step::Wait(hint))) => Ok(Step::Wait(hint)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(no_reply("acquire")),
@@ -452,7 +472,11 @@ impl PermitExpirableSemaphore {
         let expiry = expiry_of(lease)?;
         let c = &self.inner;
         let inv = scripts::pes_update_lease(&c.keys(), &id.bytes, expiry, epoch_ms());
-        Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+        let updated = run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1;
+        if updated {
+            c.client.permit_lease(&id.bytes, expiry);
+        }
+        Ok(updated)
     }
 
     /// Deletes the semaphore: its count and its acquired permits (Redisson's `delete`).

@@ -29,6 +29,7 @@ mod fault_server;
 mod fault_soak;
 mod faults;
 mod fenced_lock;
+mod fencing;
 // Issue 23: the holes a realistic bug slipped through, one module per area.
 mod holes;
 // The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
@@ -49,8 +50,10 @@ mod rwlock;
 mod semaphore;
 mod sentinel;
 mod server_clock;
+mod shutdown;
 mod spin_lock;
 mod sync_extras;
 mod tls;
+mod wait_refused;
 mod wakeups;
 mod watchdog;

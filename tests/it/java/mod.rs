@@ -16,6 +16,7 @@ mod permit_extras;
 mod queries;
 mod rate_limiter;
 mod rw;
+mod shutdown;
 mod sync_extras;
 mod sync_ops;
 mod sync_values;
