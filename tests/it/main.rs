@@ -10,6 +10,8 @@ mod aof;
 mod batching;
 #[cfg(feature = "blocking")]
 mod blocking;
+#[cfg(feature = "blocking")]
+mod blocking_sync;
 mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
