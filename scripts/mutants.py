@@ -540,6 +540,35 @@ MUTANTS = [
         "CLI force-unlock goes ahead whatever the answer to y/N",
     ),
     (
+        "cli-watch-exits-on-loss",
+        "src/bin/redisson-lock/watch.rs",
+        """        emit(
+            json,
+            Event {
+                event: "lost",""",
+        """        if !lost.is_empty() {
+            return Err(Failure(lost));
+        }
+        emit(
+            json,
+            Event {
+                event: "lost",""",
+        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        "CLI watch ends with an error when the server restarts instead of reconnecting",
+    ),
+    (
+        "cli-watch-no-resubscribe",
+        "src/bin/redisson-lock/watch.rs",
+        """                Ok((c, r, _)) => break (c, r),""",
+        """                Ok((c, r, _)) => {
+                    let _ = (c, r);
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    break (target.push_conn(tx).await?, rx);
+                }""",
+        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        "CLI watch reconnects after a restart without subscribing again: release messages are no longer seen",
+    ),
+    (
         "cli-scan-first-page",
         "src/bin/redisson-lock/list.rs",
         """        if next == 0 {""",

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redisson-lock");
 /// Generous bound for anything event-driven (a wake-up, a line of output).
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 pub(crate) struct Out {
     pub code: i32,
@@ -61,7 +61,7 @@ pub(crate) async fn cli(args: &[String]) -> Out {
     cli_in(args, None).await
 }
 
-fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
+pub(crate) fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
     let mut v = vec!["--url".to_owned(), server.url()];
     v.extend(rest.iter().map(|s| s.to_string()));
     v
@@ -76,7 +76,7 @@ async fn json(args: Vec<String>) -> Value {
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
-fn lock_channel(name: &str) -> String {
+pub(crate) fn lock_channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
@@ -444,15 +444,15 @@ async fn force_unlock_of_a_read_write_lock_uses_its_mode() {
 }
 
 /// Lines of a running `watch`, read as they come.
-struct Watch {
-    child: tokio::process::Child,
+pub(crate) struct Watch {
+    pub(crate) child: tokio::process::Child,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    seen: Vec<String>,
+    pub(crate) seen: Vec<String>,
 }
 
 impl Watch {
     /// The process must exit by itself, successfully, within the test's bound.
-    async fn exits_cleanly(&mut self) {
+    pub(crate) async fn exits_cleanly(&mut self) {
         let status = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("watch did not exit")
@@ -460,7 +460,7 @@ impl Watch {
         assert!(status.success(), "{status:?}");
     }
 
-    fn start(args: &[String]) -> Watch {
+    pub(crate) fn start(args: &[String]) -> Watch {
         let mut child = command(args).stdin(Stdio::null()).spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Watch {
@@ -471,7 +471,7 @@ impl Watch {
     }
 
     /// Reads until a line contains `needle`.
-    async fn until(&mut self, needle: &str) -> String {
+    pub(crate) async fn until(&mut self, needle: &str) -> String {
         let read = async {
             while let Some(line) = self.lines.next_line().await.unwrap() {
                 self.seen.push(line.clone());

@@ -16,6 +16,8 @@ mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_watch;
 #[cfg(all(feature = "cli", feature = "tls"))]
 mod cli_tls;
 mod clock_steps;
