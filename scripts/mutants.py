@@ -569,6 +569,14 @@ MUTANTS = [
         "CLI watch reconnects after a restart without subscribing again: release messages are no longer seen",
     ),
     (
+        "cli-sync-ttl-hidden",
+        "src/bin/redisson-lock/inspect.rs",
+        """    found.ttl_ms = Some(conn.pttl(name).await?);""",
+        """    found.ttl_ms = Some(if redis_type == "string" { -1 } else { conn.pttl(name).await? });""",
+        ["--test", "cli_kinds", "synchronizer_ttls_and_batches_show_in_inspect"],
+        "CLI inspect shows a synchronizer (trySetPermits with a TTL, expire) as never expiring",
+    ),
+    (
         "cli-scan-first-page",
         "src/bin/redisson-lock/list.rs",
         """        if next == 0 {""",

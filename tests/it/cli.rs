@@ -68,7 +68,7 @@ pub(crate) fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
 }
 
 /// Runs with `--json`, expects exit 0, parses stdout.
-async fn json(args: Vec<String>) -> Value {
+pub(crate) async fn json(args: Vec<String>) -> Value {
     let mut args = args;
     args.insert(0, "--json".to_owned());
     let out = cli(&args).await;
@@ -81,7 +81,7 @@ pub(crate) fn lock_channel(name: &str) -> String {
 }
 
 /// Waits until `channel` has `n` subscribers on `server`.
-async fn wait_subscribers(server: &TestServer, channel: &str, n: i64) {
+pub(crate) async fn wait_subscribers(server: &TestServer, channel: &str, n: i64) {
     let ok = eventually(WAIT, || async { numsub_on(server, channel).await == n }).await;
     assert!(ok, "{channel} never had {n} subscriber(s)");
 }
