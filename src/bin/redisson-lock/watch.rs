@@ -50,6 +50,8 @@ struct State {
 /// [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long a watch must have run before a loss starts the backoff over.
+const STEADY: Duration = Duration::from_secs(10);
 
 /// `watch NAME [--for SECONDS]`.
 ///
@@ -78,7 +80,9 @@ pub async fn run(
 /// Subscribes and follows; after a loss, subscribes again with backoff, for ever.
 async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Result<()> {
     let (mut conn, mut rx, sharded) = subscribe(target, name, json).await?;
+    let mut pause = FIRST_BACKOFF;
     loop {
+        let since = tokio::time::Instant::now();
         let lost = follow(target, name, &mut conn, &mut rx, sharded, json)
             .await
             .err()
@@ -92,7 +96,11 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
             },
             &format!("lost the server ({lost}); reconnecting"),
         )?;
-        let mut pause = FIRST_BACKOFF;
+        // A watch that ran a while starts over from the short pause; one lost again at once
+        // (a server that accepts the subscription but fails every read) keeps backing off.
+        if since.elapsed() >= STEADY {
+            pause = FIRST_BACKOFF;
+        }
         (conn, rx) = loop {
             tokio::time::sleep(pause).await;
             match subscribe(target, name, json).await {
@@ -103,6 +111,7 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
                 }
             }
         };
+        pause = (pause * 2).min(MAX_BACKOFF);
         emit(
             json,
             Event {
