@@ -452,12 +452,22 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// The process must exit by itself, successfully, within the test's bound.
-    pub(crate) async fn exits_cleanly(&mut self) {
+    async fn exits_cleanly(&mut self) {
         let status = tokio::time::timeout(WAIT, self.child.wait())
             .await
             .expect("watch did not exit")
             .unwrap();
         assert!(status.success(), "{status:?}");
+    }
+
+    /// Ctrl-C, as a terminal sends it (to our own child, by its pid): it must exit cleanly.
+    pub(crate) async fn interrupt_exits_cleanly(&mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        assert!(sent.unwrap().success());
+        self.exits_cleanly().await;
     }
 
     pub(crate) fn start(args: &[String]) -> Watch {
@@ -504,13 +514,7 @@ async fn watch_prints_a_release_and_the_state_then_stops_on_ctrl_c() {
     assert!(line.contains("unlock"), "{line}");
     watch.until("state not locked").await;
 
-    // Ctrl-C, as a terminal sends it (to our own child, by its pid).
-    let pid = watch.child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status();
-    assert!(sent.unwrap().success());
-    watch.exits_cleanly().await;
+    watch.interrupt_exits_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,13 +30,7 @@ async fn watch_survives_a_server_restart() {
         .until(&format!("message {} 0", lock_channel("cli:restarted")))
         .await;
     watch.until("state not locked").await;
-
-    let pid = watch.child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status();
-    assert!(sent.unwrap().success());
-    watch.exits_cleanly().await;
+    watch.interrupt_exits_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
