@@ -476,6 +476,41 @@ MUTANTS = [
         ["--test", "permit_extras", "several_permits_are_taken_together"],
         "acquire(n) takes n permits from the count but records only the first id",
     ),
+    # The blocking API (src/blocking/, feature `blocking`).
+    (
+        "blocking-drop-leaks",
+        "src/blocking/mod.rs",
+        """        if tokio::runtime::Handle::try_current().is_ok() {
+            // Inside a runtime: the async guard's own drop releases in the background there.""",
+        """        if true {
+            // Inside a runtime: the async guard's own drop releases in the background there.""",
+        ["--test", "blocking_sync", "a_multi_lock_is_held_by_the_calling_thread"],
+        "a blocking guard dropped on a plain thread drops the async guard, which cannot release outside a runtime: the lock stays held for its lease",
+    ),
+    (
+        "blocking-semaphore-ttl-dropped",
+        "src/blocking/sync.rs",
+        """impl Semaphore {
+    forward! { "crate::Semaphore":
+        /// Sets the number of permits if the semaphore does not exist.
+        fn try_set_permits(&self, permits: i32) -> bool;
+        /// Sets the number of permits and a time to live if the semaphore does not exist.
+        fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> bool;""",
+        """impl Semaphore {
+    /// Mutant: a hand-written wrapper that forgets the TTL.
+    ///
+    /// # Errors
+    ///
+    /// None more.
+    pub fn try_set_permits_with_ttl(&self, permits: i32, _ttl: Duration) -> Result<bool> {
+        self.call(move |x| async move { x.try_set_permits(permits).await })
+    }
+    forward! { "crate::Semaphore":
+        /// Sets the number of permits if the semaphore does not exist.
+        fn try_set_permits(&self, permits: i32) -> bool;""",
+        ["--test", "blocking_sync", "semaphore_waiters_wake_and_the_extras_reach_redis"],
+        "the blocking try_set_permits_with_ttl sets the permits without the TTL: the semaphore never expires",
+    ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",
@@ -503,6 +538,43 @@ MUTANTS = [
         """    Ok(!answer.is_empty() || true)""",
         ["--test", "cli", "force_unlock_without_yes"],
         "CLI force-unlock goes ahead whatever the answer to y/N",
+    ),
+    (
+        "cli-watch-exits-on-loss",
+        "src/bin/redisson-lock/watch.rs",
+        """        emit(
+            json,
+            Event {
+                event: "lost",""",
+        """        if !lost.is_empty() {
+            return Err(Failure(lost));
+        }
+        emit(
+            json,
+            Event {
+                event: "lost",""",
+        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        "CLI watch ends with an error when the server restarts instead of reconnecting",
+    ),
+    (
+        "cli-watch-no-resubscribe",
+        "src/bin/redisson-lock/watch.rs",
+        """                Ok((c, r, _)) => break (c, r),""",
+        """                Ok((c, r, _)) => {
+                    let _ = (c, r);
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    break (target.push_conn(tx).await?, rx);
+                }""",
+        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        "CLI watch reconnects after a restart without subscribing again: release messages are no longer seen",
+    ),
+    (
+        "cli-sync-ttl-hidden",
+        "src/bin/redisson-lock/inspect.rs",
+        """    found.ttl_ms = Some(conn.pttl(name).await?);""",
+        """    found.ttl_ms = Some(if redis_type == "string" { -1 } else { conn.pttl(name).await? });""",
+        ["--test", "cli_kinds", "synchronizer_ttls_and_batches_show_in_inspect"],
+        "CLI inspect shows a synchronizer (trySetPermits with a TTL, expire) as never expiring",
     ),
     (
         "cli-scan-first-page",

@@ -10,6 +10,8 @@ use round::Outcome;
 
 pub use crate::error::{QuorumError, QuorumOperation};
 pub use guard::MultiLockGuard;
+#[cfg(feature = "blocking")]
+pub(crate) use policy::required;
 pub use policy::{All, Majority, QuorumPolicy};
 
 use std::marker::PhantomData;

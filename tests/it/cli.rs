@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redisson-lock");
 /// Generous bound for anything event-driven (a wake-up, a line of output).
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 pub(crate) struct Out {
     pub code: i32,
@@ -61,14 +61,14 @@ pub(crate) async fn cli(args: &[String]) -> Out {
     cli_in(args, None).await
 }
 
-fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
+pub(crate) fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
     let mut v = vec!["--url".to_owned(), server.url()];
     v.extend(rest.iter().map(|s| s.to_string()));
     v
 }
 
 /// Runs with `--json`, expects exit 0, parses stdout.
-async fn json(args: Vec<String>) -> Value {
+pub(crate) async fn json(args: Vec<String>) -> Value {
     let mut args = args;
     args.insert(0, "--json".to_owned());
     let out = cli(&args).await;
@@ -76,12 +76,12 @@ async fn json(args: Vec<String>) -> Value {
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
-fn lock_channel(name: &str) -> String {
+pub(crate) fn lock_channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
 /// Waits until `channel` has `n` subscribers on `server`.
-async fn wait_subscribers(server: &TestServer, channel: &str, n: i64) {
+pub(crate) async fn wait_subscribers(server: &TestServer, channel: &str, n: i64) {
     let ok = eventually(WAIT, || async { numsub_on(server, channel).await == n }).await;
     assert!(ok, "{channel} never had {n} subscriber(s)");
 }
@@ -444,10 +444,10 @@ async fn force_unlock_of_a_read_write_lock_uses_its_mode() {
 }
 
 /// Lines of a running `watch`, read as they come.
-struct Watch {
-    child: tokio::process::Child,
+pub(crate) struct Watch {
+    pub(crate) child: tokio::process::Child,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-    seen: Vec<String>,
+    pub(crate) seen: Vec<String>,
 }
 
 impl Watch {
@@ -460,7 +460,17 @@ impl Watch {
         assert!(status.success(), "{status:?}");
     }
 
-    fn start(args: &[String]) -> Watch {
+    /// Ctrl-C, as a terminal sends it (to our own child, by its pid): it must exit cleanly.
+    pub(crate) async fn interrupt_exits_cleanly(&mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        assert!(sent.unwrap().success());
+        self.exits_cleanly().await;
+    }
+
+    pub(crate) fn start(args: &[String]) -> Watch {
         let mut child = command(args).stdin(Stdio::null()).spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Watch {
@@ -471,7 +481,7 @@ impl Watch {
     }
 
     /// Reads until a line contains `needle`.
-    async fn until(&mut self, needle: &str) -> String {
+    pub(crate) async fn until(&mut self, needle: &str) -> String {
         let read = async {
             while let Some(line) = self.lines.next_line().await.unwrap() {
                 self.seen.push(line.clone());
@@ -504,13 +514,7 @@ async fn watch_prints_a_release_and_the_state_then_stops_on_ctrl_c() {
     assert!(line.contains("unlock"), "{line}");
     watch.until("state not locked").await;
 
-    // Ctrl-C, as a terminal sends it (to our own child, by its pid).
-    let pid = watch.child.id().unwrap().to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status();
-    assert!(sent.unwrap().success());
-    watch.exits_cleanly().await;
+    watch.interrupt_exits_cleanly().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

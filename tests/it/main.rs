@@ -10,12 +10,18 @@ mod aof;
 mod batching;
 #[cfg(feature = "blocking")]
 mod blocking;
+#[cfg(feature = "blocking")]
+mod blocking_sync;
 mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_kinds;
 #[cfg(all(feature = "cli", feature = "tls"))]
 mod cli_tls;
+#[cfg(feature = "cli")]
+mod cli_watch;
 mod clock_steps;
 mod clocks;
 mod cluster;

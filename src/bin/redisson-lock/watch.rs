@@ -1,6 +1,6 @@
 //! `watch NAME`: subscribe to the lock's channels and print every message with a timestamp,
 //! plus the holders/TTL as polled once a second (Redisson publishes releases only: an acquire
-//! shows up as a state change).
+//! shows up as a state change). A server lost while watching is reconnected to with backoff.
 
 use std::time::Duration;
 
@@ -17,8 +17,11 @@ use crate::{Failure, Result};
 #[derive(Debug, Default, Serialize)]
 struct Event {
     time: String,
-    /// `watching`, `state` or `message`.
+    /// `watching`, `state`, `message`, `lost` or `regained`.
     event: &'static str,
+    /// `lost`: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     channel: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,14 +46,90 @@ struct State {
     holders: Vec<Holder>,
 }
 
+/// The first pause before trying to reach a lost server again; it doubles up to
+/// [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How long a watch must have run before a loss starts the backoff over.
+const STEADY: Duration = Duration::from_secs(10);
+
 /// `watch NAME [--for SECONDS]`.
+///
+/// A server that cannot be reached at the start is an error (exit 1); one lost later is
+/// reported (`lost`), tried again with a doubling pause, and reported again once the
+/// subscriptions are back (`regained`): a restart or a failover does not end the watch.
 pub async fn run(
     target: &Target,
     name: &str,
     duration: Option<Duration>,
     json: bool,
 ) -> Result<()> {
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let stop = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        r = watch_across_restarts(target, name, json) => r,
+        _ = stop => Ok(()),
+        r = tokio::signal::ctrl_c() => r.map_err(Failure::from),
+    }
+}
+
+/// Subscribes and follows; after a loss, subscribes again with backoff, for ever.
+async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Result<()> {
+    let (mut conn, mut rx, sharded) = subscribe(target, name, json).await?;
+    let mut pause = FIRST_BACKOFF;
+    loop {
+        let since = tokio::time::Instant::now();
+        let lost = follow(target, name, &mut conn, &mut rx, sharded, json)
+            .await
+            .err()
+            .map_or_else(|| "the subscriber connection ended".to_owned(), |e| e.0);
+        emit(
+            json,
+            Event {
+                event: "lost",
+                error: Some(lost.clone()),
+                ..Event::default()
+            },
+            &format!("lost the server ({lost}); reconnecting"),
+        )?;
+        // A watch that ran a while starts over from the short pause; one lost again at once
+        // (a server that accepts the subscription but fails every read) keeps backing off.
+        if since.elapsed() >= STEADY {
+            pause = FIRST_BACKOFF;
+        }
+        (conn, rx) = loop {
+            tokio::time::sleep(pause).await;
+            match subscribe(target, name, json).await {
+                Ok((c, r, _)) => break (c, r),
+                Err(e) => {
+                    tracing::debug!(error = %e.0, "watch: the server is still unreachable");
+                    pause = (pause * 2).min(MAX_BACKOFF);
+                }
+            }
+        };
+        pause = (pause * 2).min(MAX_BACKOFF);
+        emit(
+            json,
+            Event {
+                event: "regained",
+                ..Event::default()
+            },
+            "regained the server; watching again",
+        )?;
+    }
+}
+
+/// A subscriber connection on the lock's channels, announced by a `watching` line.
+async fn subscribe(
+    target: &Target,
+    name: &str,
+    json: bool,
+) -> Result<(PushConn, mpsc::UnboundedReceiver<PushInfo>, bool)> {
+    let (tx, rx) = mpsc::unbounded_channel();
     let mut conn = target.push_conn(tx).await?;
     let sharded = target.client.is_sharded_pubsub();
     let mut channels = vec![
@@ -75,17 +154,7 @@ pub async fn run(
         },
         &format!("watching {name} on {}", channels.join(", ")),
     )?;
-    let stop = async {
-        match duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        r = follow(target, name, &mut conn, &mut rx, sharded, json) => r,
-        _ = stop => Ok(()),
-        r = tokio::signal::ctrl_c() => r.map_err(Failure::from),
-    }
+    Ok((conn, rx, sharded))
 }
 
 /// Prints messages as they come and the state once a second, until the connection ends.

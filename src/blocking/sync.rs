@@ -1,0 +1,186 @@
+//! The blocking synchronizers: [`Semaphore`], [`CountDownLatch`], [`PermitExpirableSemaphore`].
+//! No owners: a permit or a count is anyone's to release, as in Redisson.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{forward, Rt};
+use crate::error::Result;
+use crate::{KeyTtl, PermitId};
+
+/// A blocking wrapper type of the async synchronizer of the same name, with what they all
+/// share: the name, the async value, and Redisson's `RExpirable` trio.
+macro_rules! synchronizer {
+    ($(#[$m:meta])* $ty:ident, $of:literal) => {
+        $(#[$m])*
+        #[derive(Clone, Debug)]
+        pub struct $ty {
+            inner: crate::$ty,
+            rt: Arc<Rt>,
+        }
+
+        impl $ty {
+            pub(super) fn new(inner: crate::$ty, rt: Arc<Rt>) -> $ty {
+                $ty { inner, rt }
+            }
+
+            /// Its name (its Redis key).
+            pub fn name(&self) -> &str {
+                self.inner.name()
+            }
+
+            /// The async value underneath (for code that has both worlds).
+            pub fn as_async(&self) -> &crate::$ty {
+                &self.inner
+            }
+
+            fn call<T, F: Future<Output = Result<T>>>(
+                &self,
+                f: impl FnOnce(crate::$ty) -> F,
+            ) -> Result<T> {
+                self.rt.block_on(f(self.inner.clone()))?
+            }
+
+            forward! { $of:
+                /// Deletes it `ttl` from now (Redisson's `expire`): `true` when it exists.
+                fn expire(&self, ttl: Duration) -> bool;
+                /// Removes its time to live (Redisson's `clearExpire`).
+                fn clear_expire(&self) -> bool;
+                /// Its key's time to live (Redisson's `remainTimeToLive`).
+                fn remain_time_to_live(&self) -> KeyTtl;
+                /// Deletes it (its waiters are not woken).
+                fn delete(&self) -> bool;
+            }
+        }
+    };
+}
+
+synchronizer!(
+    /// A blocking [`crate::Semaphore`] (Redisson's `RSemaphore`).
+    ///
+    /// ```no_run
+    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let workers = client.get_semaphore("workers");
+    /// workers.try_set_permits_with_ttl(4, Duration::from_secs(3600))?;
+    /// workers.acquire(1)?;
+    /// // ... work ...
+    /// workers.release(1)?;
+    /// # Ok(()) }
+    /// ```
+    Semaphore,
+    "crate::Semaphore"
+);
+
+impl Semaphore {
+    forward! { "crate::Semaphore":
+        /// Sets the number of permits if the semaphore does not exist.
+        fn try_set_permits(&self, permits: i32) -> bool;
+        /// Sets the number of permits and a time to live if the semaphore does not exist.
+        fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> bool;
+        /// Takes `permits` permits, blocking for as long as it takes.
+        fn acquire(&self, permits: u32) -> ();
+        /// Takes `permits` permits if they become available within `wait`.
+        fn try_acquire(&self, permits: u32, wait: Duration) -> bool;
+        /// Gives `permits` permits back, waking waiters.
+        fn release(&self, permits: u32) -> ();
+        /// Gives `permits` permits back only if the semaphore still exists.
+        fn release_if_exists(&self, permits: u32) -> bool;
+        /// The permits available now.
+        fn available_permits(&self) -> i64;
+        /// Takes every available permit, returning how many.
+        fn drain_permits(&self) -> i64;
+        /// Adds (or, negative, removes) permits.
+        fn add_permits(&self, permits: i32) -> ();
+    }
+}
+
+synchronizer!(
+    /// A blocking [`crate::CountDownLatch`] (Redisson's `RCountDownLatch`).
+    ///
+    /// ```no_run
+    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let batch = client.get_count_down_latch("batch-42");
+    /// batch.try_set_count(1)?;
+    /// let done = batch.clone();
+    /// std::thread::spawn(move || done.count_down());
+    /// assert!(batch.wait_timeout(Duration::from_secs(10))?);
+    /// # Ok(()) }
+    /// ```
+    CountDownLatch,
+    "crate::CountDownLatch"
+);
+
+impl CountDownLatch {
+    forward! { "crate::CountDownLatch":
+        /// Sets the count if the latch does not exist.
+        fn try_set_count(&self, count: i64) -> bool;
+        /// Counts down by one, waking the waiters at zero.
+        fn count_down(&self) -> ();
+        /// The count now (0 when the latch does not exist).
+        fn get_count(&self) -> i64;
+        /// Blocks until the count reaches zero.
+        fn wait(&self) -> ();
+        /// Blocks at most `wait` for the count to reach zero: `true` when it did.
+        fn wait_timeout(&self, wait: Duration) -> bool;
+    }
+}
+
+synchronizer!(
+    /// A blocking [`crate::PermitExpirableSemaphore`] (Redisson's
+    /// `RPermitExpirableSemaphore`): permits with ids and leases.
+    ///
+    /// ```no_run
+    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let gpus = client.get_permit_expirable_semaphore("gpu");
+    /// gpus.try_set_permits(4)?;
+    /// let ids = gpus.acquire_many(2, Some(Duration::from_secs(60)))?;
+    /// assert_eq!(gpus.acquired_permits()?, 2);
+    /// gpus.release_many(&ids)?;
+    /// # Ok(()) }
+    /// ```
+    PermitExpirableSemaphore,
+    "crate::PermitExpirableSemaphore"
+);
+
+impl PermitExpirableSemaphore {
+    forward! { "crate::PermitExpirableSemaphore":
+        /// Sets the number of permits if the semaphore does not exist.
+        fn try_set_permits(&self, permits: i32) -> bool;
+        /// Sets the number of permits, whatever it was (Redisson's `setPermits`).
+        fn set_permits(&self, permits: i32) -> ();
+        /// Takes one permit with `lease` (`None`: never expires), blocking for as long as it
+        /// takes.
+        fn acquire(&self, lease: Option<Duration>) -> PermitId;
+        /// Takes one permit if one becomes available within `wait`.
+        fn try_acquire(&self, wait: Duration, lease: Option<Duration>) -> Option<PermitId>;
+        /// Takes `permits` permits at once, all or none, blocking for as long as it takes.
+        fn acquire_many(&self, permits: u32, lease: Option<Duration>) -> Vec<PermitId>;
+        /// Takes `permits` permits at once if they become available within `wait` (empty: none
+        /// taken).
+        fn try_acquire_many(&self, permits: u32, wait: Duration, lease: Option<Duration>) -> Vec<PermitId>;
+        /// Releases the permit `id`.
+        fn release(&self, id: &PermitId) -> ();
+        /// Releases the permit `id` if it is still held: `true` when it was.
+        fn try_release(&self, id: &PermitId) -> bool;
+        /// Releases every permit of `ids` (an error names those that were not held).
+        fn release_many(&self, ids: &[PermitId]) -> ();
+        /// Releases those of `ids` still held, returning how many.
+        fn try_release_many(&self, ids: &[PermitId]) -> u32;
+        /// The permits available now.
+        fn available_permits(&self) -> i64;
+        /// The total number of permits, available and acquired (Redisson's `getPermits`).
+        fn get_permits(&self) -> i64;
+        /// The permits acquired and not yet expired (Redisson's `acquiredPermits`).
+        fn acquired_permits(&self) -> i64;
+        /// Adds (or, negative, removes) permits.
+        fn add_permits(&self, permits: i32) -> ();
+        /// The lease left on the permit `id` (`None`: no expiry).
+        fn get_lease_time(&self, id: &PermitId) -> Option<Duration>;
+        /// Sets a new lease on the permit `id`: `true` when it is still held.
+        fn update_lease_time(&self, id: &PermitId, lease: Option<Duration>) -> bool;
+    }
+}
