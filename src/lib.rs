@@ -48,7 +48,9 @@ pub use raw::{
     Backoff, Fair, Fenced, LockKind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, Write,
 };
 pub use rwlock::ReadWriteLock;
-pub use sync::{CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitId, Semaphore};
+pub use sync::{
+    CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore,
+};
 pub use tls::Tls;
 
 /// Redisson's reentrant lock (`RLock`): the lock [`Client::get_lock`] returns.

@@ -96,6 +96,7 @@ scripts! {
     PES_SET_PERMITS => "pes_set_permits.lua",
     PES_LEASE_TIME => "pes_lease_time.lua",
     PES_RELEASE_MANY => "pes_release_many.lua",
+    PES_RENEW => "pes_renew.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

@@ -9,11 +9,13 @@
 
 mod count_down_latch;
 mod permit_extras;
+mod permit_guard;
 mod permit_semaphore;
 mod semaphore;
 mod ttl;
 
 pub use count_down_latch::CountDownLatch;
+pub use permit_guard::PermitGuard;
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use semaphore::Semaphore;
 

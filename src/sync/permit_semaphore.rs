@@ -125,7 +125,7 @@ pub struct PermitExpirableSemaphore {
 pub(super) struct Inner {
     named: Named,
     /// The permits' lease ends: a sorted set `{<name>}:timeout`.
-    timeouts: String,
+    pub(super) timeouts: String,
 }
 
 impl std::ops::Deref for Inner {
@@ -148,7 +148,7 @@ impl Inner {
     /// Releases `id`: `Ok(0)` not held, `Ok(1)` released, `Ok(2)` released after its lease.
     /// Retried after transient failures; a retry that finds the id gone counts as released by
     /// the first try (an id is held by one caller only).
-    async fn release(&self, id: &PermitId) -> Result<i64> {
+    pub(super) async fn release(&self, id: &PermitId) -> Result<i64> {
         let mut retry = Retry::attempts(self.client.config());
         let mut repeated = false;
         loop {
@@ -164,7 +164,7 @@ impl Inner {
     }
 
     /// Gives back a permit nobody will use, retrying for a while.
-    async fn give_back(&self, id: &PermitId) {
+    pub(super) async fn give_back(&self, id: &PermitId) {
         let until = Instant::now() + GIVE_BACK_FOR;
         let mut retry = Retry::until(self.client.config(), until);
         loop {
