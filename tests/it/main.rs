@@ -37,6 +37,7 @@ mod multi_lock;
 mod multi_query;
 mod non_reentrant;
 mod permit_extras;
+mod permit_guard;
 mod permit_semaphore;
 mod redisson_conformance;
 mod redlock;
