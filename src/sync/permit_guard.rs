@@ -205,7 +205,8 @@ impl PermitGuard {
     /// # Errors
     ///
     /// [`LockError::UnknownPermit`] when the permit was lost (gone, or its lease had run out:
-    /// then it is returned to the pool now); connection errors once the retries are spent.
+    /// then it is returned to the pool now); connection errors once the retries are spent (the
+    /// renewal has stopped: the permit then returns to the pool within one watchdog lease).
     ///
     /// # Examples
     ///

@@ -83,6 +83,10 @@ impl std::fmt::Display for PermitId {
 /// as in Redisson: expiry itself publishes nothing, so waiters also wake up when the earliest
 /// lease ends).
 ///
+/// A permit that should live exactly as long as its holder (renewed by the client's watchdog,
+/// back in the pool within one lease when the holder dies) is a [`PermitGuard`](crate::PermitGuard):
+/// [`acquire_guarded`](PermitExpirableSemaphore::acquire_guarded).
+///
 /// # Redisson compatibility
 ///
 /// * Key `<name>`: a STRING holding the available permits.
