@@ -319,6 +319,22 @@ MUTANTS = [
         "a permit waiter ignores the earliest lease end (expiry publishes nothing)",
     ),
     (
+        "pes-renew-skips",
+        "lua/pes_renew.lua",
+        """            redis.call('zadd', KEYS[2], ARGV[1], ARGV[i])""",
+        """            local _ = ARGV[i]""",
+        ["--test", "permit_guard", "a_guarded_permit_s_lease_keeps_moving"],
+        "the watchdog's permit renewal answers 'held' but never moves the lease end",
+    ),
+    (
+        "permit-guard-drop-keeps",
+        "src/sync/permit_guard.rs",
+        """                rt.spawn(async move { sem.give_back(&id).await });""",
+        """                let _ = (rt, sem, id);""",
+        ["--test", "permit_guard", "dropping_the_guard_gives_the_permit_back"],
+        "a dropped permit guard never gives its permit back (waiters wait a whole lease)",
+    ),
+    (
         "sync-names-unchecked",
         "src/sync/mod.rs",
         """    if !client.is_cluster() {""",

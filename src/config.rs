@@ -287,7 +287,9 @@ impl Config {
         self.aof_sync
     }
 
-    /// The lease of watchdog-mode locks; they are renewed every third of it.
+    /// The lease of watchdog-mode locks and of guarded permits
+    /// ([`PermitExpirableSemaphore::acquire_guarded`](crate::PermitExpirableSemaphore::acquire_guarded));
+    /// they are renewed every third of it.
     pub fn with_watchdog_timeout(mut self, lease: Duration) -> Self {
         self.watchdog_timeout = lease;
         self

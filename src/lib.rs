@@ -56,8 +56,8 @@ pub use raw::{
 pub use rwlock::ReadWriteLock;
 pub use shutdown::{ShutdownReport, Unreleased};
 pub use sync::{
-    CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitId, RateLimiter, RateLimiterConfig,
-    RateType, Semaphore,
+    CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitGuard, PermitId, RateLimiter,
+    RateLimiterConfig, RateType, Semaphore,
 };
 pub use tls::Tls;
 

@@ -7,6 +7,8 @@
 //!   [`LockGuard::is_lost`](crate::LockGuard::is_lost) and `lost().await` resolves. So does a
 //!   hold that could not be renewed for a whole lease (server unreachable): by then Redis has
 //!   expired it, or will before anyone could be told.
+//! * Watched permits of permit-expirable semaphores (`PermitGuard`) are renewed on the same
+//!   tick, one script per semaphore batch (`permits.rs`).
 //! * Errors are logged and the task carries on; it never stops while holds exist.
 
 use std::sync::{Arc, Weak};
@@ -21,6 +23,8 @@ use crate::keys::slot_of;
 use crate::observe;
 use crate::raw::Renewal;
 use crate::shared::ClientInner;
+
+mod permits;
 
 pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify>) {
     // This task is spawned while the client is being built: until `with_config` wakes it once
@@ -53,6 +57,11 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
 
 /// One tick: renew every watched hold; report the ones that are gone.
 pub(crate) async fn renew_all(client: &ClientInner) {
+    tokio::join!(renew_holds(client), permits::renew(client));
+}
+
+/// Renews every watched lock hold.
+async fn renew_holds(client: &ClientInner) {
     let slots = client.holds.watched();
     if slots.is_empty() {
         return;

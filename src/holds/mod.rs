@@ -313,6 +313,8 @@ impl Hold {
 #[derive(Default)]
 pub(crate) struct Holds {
     holds: DashMap<(Arc<str>, Arc<str>), Arc<Hold>>,
+    /// Permits of permit-expirable semaphores renewed by the watchdog (`PermitGuard`).
+    pub(crate) permits: permits::Permits,
 }
 
 impl Holds {
@@ -371,14 +373,17 @@ impl Holds {
             .collect()
     }
 
+    /// Whether the watchdog has anything to renew: a watchdog hold or a watched permit.
     pub(crate) fn any_watched(&self) -> bool {
-        self.holds.iter().any(|e| e.value().watchdog())
+        self.holds.iter().any(|e| e.value().watchdog()) || self.permits.any()
     }
 
     pub(crate) fn len(&self) -> usize {
         self.holds.len()
     }
 }
+
+pub(crate) mod permits;
 
 #[cfg(test)]
 mod tests;

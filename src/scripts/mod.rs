@@ -102,6 +102,7 @@ scripts! {
     RATE_ACQUIRE => "rate_acquire.lua",
     RATE_AVAILABLE => "rate_available.lua",
     RATE_RELEASE => "rate_release.lua",
+    PES_RENEW => "pes_renew.lua",
 }
 
 /// The scripts a batch may carry (group commit, `src/conn/batch.rs`), with their sources: the

@@ -217,3 +217,17 @@ pub(crate) fn rate_available(k: &RateKeys<'_>, now_ms: u64) -> Call {
 pub(crate) fn rate_release(k: &RateKeys<'_>, permits: u64) -> Call {
     call!(RATE_RELEASE; k.name, k.value, k.client_value, k.permits, k.client_permits; permits)
 }
+
+/// The watchdog's renewal of watched permits (`PermitGuard`): one entry per id in the reply.
+pub(crate) fn pes_renew<'i>(
+    k: &PesKeys<'_>,
+    ids: impl Iterator<Item = &'i [u8]>,
+    expiry_ms: u64,
+    now_ms: u64,
+) -> Call {
+    let mut call = Call::new(&PES_RENEW, 3);
+    call.key(k.name).key(k.timeouts).key(k.channel);
+    call.arg(expiry_ms).arg(now_ms).arg(k.publish);
+    ids.for_each(|id| _ = call.arg(id));
+    call
+}

@@ -11,12 +11,14 @@
 
 mod count_down_latch;
 mod permit_extras;
+mod permit_guard;
 mod permit_semaphore;
 mod rate_limiter;
 mod semaphore;
 mod ttl;
 
 pub use count_down_latch::CountDownLatch;
+pub use permit_guard::PermitGuard;
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rate_limiter::{RateLimiter, RateLimiterConfig, RateType};
 pub use semaphore::Semaphore;

@@ -83,6 +83,10 @@ impl std::fmt::Display for PermitId {
 /// as in Redisson: expiry itself publishes nothing, so waiters also wake up when the earliest
 /// lease ends).
 ///
+/// A permit that should live exactly as long as its holder (renewed by the client's watchdog,
+/// back in the pool within one lease when the holder dies) is a [`PermitGuard`](crate::PermitGuard):
+/// [`acquire_guarded`](PermitExpirableSemaphore::acquire_guarded).
+///
 /// # Redisson compatibility
 ///
 /// * Key `<name>`: a STRING holding the available permits.
@@ -125,7 +129,7 @@ pub struct PermitExpirableSemaphore {
 pub(super) struct Inner {
     named: Named,
     /// The permits' lease ends: a sorted set `{<name>}:timeout`.
-    timeouts: String,
+    pub(super) timeouts: String,
 }
 
 impl std::ops::Deref for Inner {
@@ -148,7 +152,7 @@ impl Inner {
     /// Releases `id`: `Ok(0)` not held, `Ok(1)` released, `Ok(2)` released after its lease.
     /// Retried after transient failures; a retry that finds the id gone counts as released by
     /// the first try (an id is held by one caller only).
-    async fn release(&self, id: &PermitId) -> Result<i64> {
+    pub(super) async fn release(&self, id: &PermitId) -> Result<i64> {
         let mut retry = Retry::attempts(self.client.config());
         let mut repeated = false;
         loop {
@@ -168,7 +172,7 @@ impl Inner {
     }
 
     /// Gives back a permit nobody will use, retrying for a while.
-    async fn give_back(&self, id: &PermitId) {
+    pub(super) async fn give_back(&self, id: &PermitId) {
         let until = Instant::now() + GIVE_BACK_FOR;
         let mut retry = Retry::until(self.client.config(), until);
         loop {

@@ -46,6 +46,7 @@ mod multi_lock;
 mod multi_query;
 mod non_reentrant;
 mod permit_extras;
+mod permit_guard;
 mod permit_semaphore;
 mod rate_limiter;
 mod redisson_conformance;

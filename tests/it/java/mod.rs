@@ -13,6 +13,7 @@ mod force;
 mod leases;
 mod non_reentrant;
 mod permit_extras;
+mod permit_guard;
 mod queries;
 mod rate_limiter;
 mod rw;

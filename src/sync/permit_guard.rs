@@ -1,0 +1,256 @@
+//! [`PermitGuard`]: a permit of a [`PermitExpirableSemaphore`] that lives as long as its holder,
+//! renewed by the client's watchdog and released by the guard.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::detached;
+use super::permit_semaphore::{Inner, PermitExpirableSemaphore, PermitId};
+use crate::error::{LockError, Result};
+use crate::holds::permits::WatchedPermit;
+
+impl PermitExpirableSemaphore {
+    /// Takes one permit that lives as long as this client: leased for
+    /// [`Config::watchdog_timeout`](crate::Config::watchdog_timeout) and renewed by the
+    /// client's watchdog every third of it, until the guard is released or dropped. A holder
+    /// that dies (process killed, client dropped, runtime shut down) stops renewing, and the
+    /// permit returns to the pool within one watchdog lease. Waits for as long as it takes.
+    ///
+    /// To Java clients the permit is an ordinary one whose lease keeps moving, as after
+    /// `updateLeaseTime`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: as [`acquire`](PermitExpirableSemaphore::acquire), a permit taken for a
+    /// caller that is gone is given back in the background.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// slots.try_set_permits(2).await?;
+    /// let permit = slots.acquire_guarded().await?;
+    /// // ... work for as long as it takes; if this process dies the slot comes back ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_guarded(&self) -> Result<PermitGuard> {
+        match self.try_acquire_guarded_within(None).await? {
+            Some(g) => Ok(g),
+            None => Err(LockError::Timeout {
+                what: "acquiring a permit",
+                waited: Duration::MAX,
+            }),
+        }
+    }
+
+    /// As [`acquire_guarded`](PermitExpirableSemaphore::acquire_guarded), waiting at most
+    /// `wait` (`Duration::ZERO`: one try). `Ok(None)`: no permit within `wait`, nothing taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`acquire_guarded`](PermitExpirableSemaphore::acquire_guarded).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// if let Some(permit) = slots.try_acquire_guarded(Duration::from_secs(5)).await? {
+    ///     println!("got permit {}", permit.id());
+    ///     drop(permit); // released in the background
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire_guarded(&self, wait: Duration) -> Result<Option<PermitGuard>> {
+        self.try_acquire_guarded_within(Some(wait)).await
+    }
+
+    async fn try_acquire_guarded_within(
+        &self,
+        wait: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        let client = self.named().client.clone();
+        let lease = client.config().watchdog_timeout();
+        let Some(mut ids) = self.acquire_many_within(wait, Some(lease), 1).await? else {
+            return Ok(None);
+        };
+        let Some(id) = ids.pop() else {
+            return Ok(None);
+        };
+        // No await from here on: the guard owns the permit before anything can cancel us.
+        Ok(Some(PermitGuard::new(self.inner.clone(), id, lease)))
+    }
+}
+
+/// A permit that lives as long as its holder ([`PermitExpirableSemaphore::acquire_guarded`]).
+///
+/// The client's watchdog moves the permit's lease end to now + `watchdog_timeout` every
+/// `watchdog_timeout / 3` (one script per semaphore and batch). Dropping the guard releases the
+/// permit in the background; [`release`](PermitGuard::release) reports how it went.
+///
+/// # Examples
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// let slots = client.get_permit_expirable_semaphore("render-slots");
+/// let permit = slots.acquire_guarded().await?;
+/// tokio::select! {
+///     _ = permit.lost() => eprintln!("the permit was taken away"),
+///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+/// }
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the permit"]
+pub struct PermitGuard {
+    sem: Arc<Inner>,
+    id: PermitId,
+    watched: Arc<WatchedPermit>,
+    watch: u64,
+    lease: Duration,
+    armed: bool,
+}
+
+impl PermitGuard {
+    fn new(sem: Arc<Inner>, id: PermitId, lease: Duration) -> PermitGuard {
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(id.bytes());
+        let watched = Arc::new(WatchedPermit::new(
+            Arc::from(sem.name.as_str()),
+            Arc::from(sem.timeouts.as_str()),
+            Arc::from(sem.channel.as_str()),
+            bytes,
+        ));
+        let watch = sem.client.holds().permits.watch(watched.clone());
+        sem.client.wake_watchdog();
+        PermitGuard {
+            sem,
+            id,
+            watched,
+            watch,
+            lease,
+            armed: true,
+        }
+    }
+
+    /// The permit's id (Java's `getLeaseTime(id)` and `updateLeaseTime(id, ...)` take it).
+    pub fn id(&self) -> &PermitId {
+        &self.id
+    }
+
+    /// Whether the permit is known to be lost: a renewal found it gone (released by id,
+    /// reclaimed after its lease, semaphore deleted), or it was not renewed for a whole lease
+    /// (less the drift allowance). `false` is a belief, not a promise.
+    pub fn is_lost(&self) -> bool {
+        self.watched.is_lost() || Instant::now() >= self.valid_until()
+    }
+
+    fn valid_until(&self) -> Instant {
+        let end = self.watched.renewed_at() + self.lease;
+        end.checked_sub(crate::time::drift(self.lease))
+            .unwrap_or(end)
+    }
+
+    /// Resolves once the permit is lost (see [`is_lost`](PermitGuard::is_lost)); never while
+    /// the watchdog keeps renewing it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    ///
+    /// None: it only waits, and never fails.
+    pub async fn lost(&self) {
+        loop {
+            let deadline = self.valid_until();
+            match tokio::time::timeout_at(deadline.into(), self.watched.lost()).await {
+                Ok(()) => return,
+                Err(_) if self.is_lost() => return,
+                Err(_) => {
+                    if self.valid_until() <= deadline {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops the renewal and releases the permit; the new count is published (waking waiters,
+    /// Java's included).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the release runs in a task of its own and completes when this future is
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::UnknownPermit`] when the permit was lost (gone, or its lease had run out:
+    /// then it is returned to the pool now); connection errors once the retries are spent (the
+    /// renewal has stopped: the permit then returns to the pool within one watchdog lease).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// let permit = slots.acquire_guarded().await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<()> {
+        self.armed = false;
+        self.sem.client.holds().permits.unwatch(self.watch);
+        let sem = self.sem.clone();
+        let id = self.id.clone();
+        match detached("release", async move { sem.release(&id).await }).await? {
+            1 => Ok(()),
+            _ => Err(LockError::UnknownPermit {
+                name: self.sem.name.clone(),
+                permit: self.id.to_string(),
+            }),
+        }
+    }
+}
+
+impl Drop for PermitGuard {
+    fn drop(&mut self) {
+        self.sem.client.holds().permits.unwatch(self.watch);
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let sem = self.sem.clone();
+                let id = self.id.clone();
+                rt.spawn(async move { sem.give_back(&id).await });
+            }
+            Err(_) => tracing::warn!(
+                semaphore = %self.sem.name,
+                "permit guard dropped outside a tokio runtime: the permit expires with its lease"
+            ),
+        }
+    }
+}
