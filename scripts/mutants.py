@@ -527,6 +527,17 @@ MUTANTS = [
         ["--test", "blocking_sync", "semaphore_waiters_wake_and_the_extras_reach_redis"],
         "the blocking try_set_permits_with_ttl sets the permits without the TTL: the semaphore never expires",
     ),
+    (
+        "blocking-rate-wrong-key",
+        "src/blocking/mod.rs",
+        """        RateLimiter::new(self.inner.get_rate_limiter(name), self.rt.clone())""",
+        """        RateLimiter::new(
+            self.inner.get_rate_limiter(format!("{}:rate", name.into())),
+            self.rt.clone(),
+        )""",
+        ["--test", "blocking_sync", "a_blocking_rate_limiter_shares_redissons_data_and_waits_for_the_window"],
+        "the blocking client's rate limiter works on another key than Redisson's (its configuration hash is not `<name>`)",
+    ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
         "cli-force-unlock-no-publish",

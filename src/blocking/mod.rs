@@ -2,10 +2,11 @@
 //! synchronizers for synchronous code, as redis-rs and reqwest offer one.
 //!
 //! Every type here is a thin wrapper of its async namesake: [`Lock`], [`ReadWriteLock`],
-//! [`MultiLock`] / [`RedLock`], [`Semaphore`], [`CountDownLatch`] and
-//! [`PermitExpirableSemaphore`] run the async method of the same name to completion, so the
-//! semantics, the data in Redis and the errors are those of the async API. (The rate limiter
-//! is not wrapped yet.)
+//! [`MultiLock`] / [`RedLock`], [`Semaphore`], [`CountDownLatch`], [`PermitExpirableSemaphore`]
+//! and [`RateLimiter`] run the async method of the same name to completion, so the semantics,
+//! the data in Redis and the errors are those of the async API. (The watchdog-renewed
+//! [`PermitGuard`](crate::PermitGuard) is not wrapped: take ids with `acquire` and give them
+//! back with `release`.)
 //!
 //! A [`Client`] owns a small multi-threaded tokio runtime (two worker threads) on which the
 //! async client runs: the watchdog renews leases and the subscriber wakes waiters while your
@@ -50,7 +51,7 @@ mod sync;
 
 pub use lock::{Lock, LockGuard, ReadWriteLock};
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
-pub use sync::{CountDownLatch, PermitExpirableSemaphore, Semaphore};
+pub use sync::{CountDownLatch, PermitExpirableSemaphore, RateLimiter, Semaphore};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -228,6 +229,11 @@ impl Client {
     /// [`CountDownLatch`].
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.inner.get_count_down_latch(name), self.rt.clone())
+    }
+
+    /// The rate limiter called `name` (Redisson's `getRateLimiter`): see [`RateLimiter`].
+    pub fn get_rate_limiter(&self, name: impl Into<String>) -> RateLimiter {
+        RateLimiter::new(self.inner.get_rate_limiter(name), self.rt.clone())
     }
 
     /// The permit-expirable semaphore called `name` (Redisson's

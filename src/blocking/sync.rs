@@ -1,4 +1,5 @@
-//! The blocking synchronizers: [`Semaphore`], [`CountDownLatch`], [`PermitExpirableSemaphore`].
+//! The blocking synchronizers: [`Semaphore`], [`CountDownLatch`], [`PermitExpirableSemaphore`],
+//! [`RateLimiter`].
 //! No owners: a permit or a count is anyone's to release, as in Redisson.
 
 use std::future::Future;
@@ -182,5 +183,77 @@ impl PermitExpirableSemaphore {
         fn get_lease_time(&self, id: &PermitId) -> Option<Duration>;
         /// Sets a new lease on the permit `id`: `true` when it is still held.
         fn update_lease_time(&self, id: &PermitId, lease: Option<Duration>) -> bool;
+    }
+}
+
+/// A blocking [`crate::RateLimiter`] (Redisson's `RRateLimiter`): waits are plain sleeps of
+/// the delay the server answers, on the calling thread.
+///
+/// ```no_run
+/// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// use std::time::Duration;
+/// use redisson_lock::RateType;
+/// let emails = client.get_rate_limiter("emails");
+/// emails.try_set_rate(RateType::Overall, 10, Duration::from_secs(60), None)?;
+/// if emails.try_acquire(1, Duration::from_secs(1))? {
+///     // ... send one ...
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RateLimiter {
+    inner: crate::RateLimiter,
+    rt: Arc<Rt>,
+}
+
+impl RateLimiter {
+    pub(super) fn new(inner: crate::RateLimiter, rt: Arc<Rt>) -> RateLimiter {
+        RateLimiter { inner, rt }
+    }
+
+    /// Its name (the key of its configuration hash).
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// The async value underneath (for code that has both worlds).
+    pub fn as_async(&self) -> &crate::RateLimiter {
+        &self.inner
+    }
+
+    fn call<T, F: Future<Output = Result<T>>>(
+        &self,
+        f: impl FnOnce(crate::RateLimiter) -> F,
+    ) -> Result<T> {
+        self.rt.block_on(f(self.inner.clone()))?
+    }
+
+    forward! { "crate::RateLimiter":
+        /// Sets the rate if none is set (Redisson's `trySetRate`): `true` when it was set.
+        fn try_set_rate(
+            &self,
+            rate_type: crate::RateType,
+            rate: u64,
+            interval: Duration,
+            keep_alive: Option<Duration>
+        ) -> bool;
+        /// Sets the rate, starting a new window (Redisson's `setRate`).
+        fn set_rate(
+            &self,
+            rate_type: crate::RateType,
+            rate: u64,
+            interval: Duration,
+            keep_alive: Option<Duration>
+        ) -> ();
+        /// The rate set, if any (Redisson's `getConfig`).
+        fn config(&self) -> Option<crate::RateLimiterConfig>;
+        /// The permits left in the current window (Redisson's `availablePermits`).
+        fn available_permits(&self) -> i64;
+        /// Takes `permits`, waiting at most `wait`: `true` when taken (Redisson's `tryAcquire`).
+        fn try_acquire(&self, permits: u64, wait: Duration) -> bool;
+        /// Takes `permits`, waiting as long as it takes (Redisson's `acquire`).
+        fn acquire(&self, permits: u64) -> ();
+        /// Gives `permits` back to the current window (Redisson's `release`).
+        fn release(&self, permits: u64) -> ();
     }
 }

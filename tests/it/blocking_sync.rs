@@ -219,3 +219,48 @@ fn permit_batches_and_leases_through_the_blocking_semaphore() {
     let exists: bool = raw.exists("bs:nested").unwrap();
     assert!(!exists);
 }
+
+#[test]
+fn a_blocking_rate_limiter_shares_redissons_data_and_waits_for_the_window() {
+    use redisson_lock::RateType;
+    let server = TestServer::start();
+    let client = Client::connect(&server.url()).unwrap();
+    let mut raw = server.raw().get_connection().unwrap();
+    let limiter = client.get_rate_limiter("bs:rate");
+    let window = Duration::from_millis(1500);
+    assert!(limiter
+        .try_set_rate(RateType::Overall, 2, window, None)
+        .unwrap());
+    // Redisson's configuration hash, written through the blocking wrapper.
+    let rate: String = raw.hget("bs:rate", "rate").unwrap();
+    let interval: String = raw.hget("bs:rate", "interval").unwrap();
+    assert_eq!((rate.as_str(), interval.as_str()), ("2", "1500"));
+    let config = limiter.config().unwrap().expect("a rate is set");
+    assert_eq!((config.rate, config.interval), (2, window));
+    assert!(!limiter
+        .try_set_rate(RateType::Overall, 5, window, None)
+        .unwrap());
+
+    let taken = std::time::Instant::now();
+    assert!(limiter.try_acquire(2, Duration::ZERO).unwrap());
+    assert_eq!(limiter.available_permits().unwrap(), 0);
+    assert!(!limiter.try_acquire(1, Duration::ZERO).unwrap());
+    // acquire blocks this thread until the window of the first takes has passed.
+    limiter.acquire(1).unwrap();
+    assert!(
+        taken.elapsed() >= Duration::from_millis(1400),
+        "acquired {:?} after the window filled ({window:?})",
+        taken.elapsed()
+    );
+    assert_eq!(limiter.available_permits().unwrap(), 1);
+    limiter.release(1).unwrap();
+    assert_eq!(limiter.available_permits().unwrap(), 2);
+    // Bad input is the async API's refusal, before anything is sent.
+    let e = client
+        .get_rate_limiter("bs:rate:bad")
+        .try_set_rate(RateType::Overall, 0, window, None)
+        .unwrap_err();
+    assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
+    let exists: bool = raw.exists("bs:rate:bad").unwrap();
+    assert!(!exists);
+}
