@@ -540,6 +540,14 @@ MUTANTS = [
     ),
     # The operator CLI (src/bin/redisson-lock/, feature `cli`; every run builds with all features).
     (
+        "cli-rate-limiter-unseen",
+        "src/bin/redisson-lock/inspect.rs",
+        """        if read_rate_limiter(target, &mut found, &fields).await? {""",
+        """        if false && read_rate_limiter(target, &mut found, &fields).await? {""",
+        ["--test", "cli_kinds", "a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alone"],
+        "inspect does not recognise a rate limiter's hash: it shows as an unknown key, without its rate or window",
+    ),
+    (
         "cli-force-unlock-no-publish",
         "src/bin/redisson-lock/unlock.rs",
         """        Kind::Reentrant => client.get_lock(name).force_unlock().await?,""",

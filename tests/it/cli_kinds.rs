@@ -94,3 +94,51 @@ async fn synchronizer_ttls_and_batches_show_in_inspect() {
     }
     assert!(v["ttl_ms"].as_i64().unwrap() > 0, "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alone() {
+    use redisson_lock::RateType;
+    let (server, client) = with_client().await;
+    let limiter = client.get_rate_limiter("cli:rate");
+    assert!(limiter
+        .try_set_rate(RateType::Overall, 5, Duration::from_secs(60), None)
+        .await
+        .unwrap());
+    assert!(limiter.try_acquire(2, Duration::ZERO).await.unwrap());
+    let v = json(args(&server, &["inspect", "cli:rate"])).await;
+    assert_eq!(v["kind"], "rate_limiter", "{v}");
+    assert_eq!(v["value"]["rate"], 5, "{v}");
+    assert_eq!(v["value"]["interval_ms"], 60_000, "{v}");
+    assert_eq!(v["value"]["type"], "OVERALL", "{v}");
+    // What is left of the window, as Redisson's availablePermits would say.
+    assert_eq!(
+        v["count"],
+        limiter.available_permits().await.unwrap(),
+        "{v}"
+    );
+    assert_eq!(v["count"], 3, "{v}");
+    let human = cli(&args(&server, &["inspect", "cli:rate"])).await;
+    assert!(human.stdout.contains("rate_limiter"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("3 left in the current window"),
+        "{}",
+        human.stdout
+    );
+
+    // Not a lock: force-unlock refuses and the configuration stays.
+    let out = cli(&args(&server, &["force-unlock", "cli:rate", "--yes"])).await;
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert!(out.stderr.contains("rate limiter"), "{}", out.stderr);
+    assert!(limiter.config().await.unwrap().is_some());
+
+    // A PER_CLIENT limiter has a window per client: no shared count is shown.
+    let per_client = client.get_rate_limiter("cli:rate-pc");
+    assert!(per_client
+        .try_set_rate(RateType::PerClient, 2, Duration::from_secs(60), None)
+        .await
+        .unwrap());
+    let v = json(args(&server, &["inspect", "cli:rate-pc"])).await;
+    assert_eq!(v["kind"], "rate_limiter", "{v}");
+    assert_eq!(v["value"]["type"], "PER_CLIENT", "{v}");
+    assert!(v["count"].is_null(), "{v}");
+}

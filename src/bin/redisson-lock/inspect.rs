@@ -65,6 +65,9 @@ pub enum Kind {
     /// An integer string with no waiters to tell a semaphore from a latch (Redisson stores both
     /// the same way).
     SemaphoreOrLatch,
+    /// `RRateLimiter`: a hash with `rate`, `interval` and `type` (and `{NAME}:value`, the
+    /// permits left in the window).
+    RateLimiter,
     Unknown,
 }
 
@@ -79,6 +82,7 @@ impl Kind {
             Kind::Semaphore => "semaphore",
             Kind::CountDownLatch => "count_down_latch",
             Kind::SemaphoreOrLatch => "semaphore_or_latch",
+            Kind::RateLimiter => "rate_limiter",
             Kind::Unknown => "unknown",
         }
     }
@@ -210,6 +214,9 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
             read_lock(target, &mut found, holders, &fields, detail).await?;
             return Ok(found);
         }
+        if read_rate_limiter(target, &mut found, &fields).await? {
+            return Ok(found);
+        }
     }
     if redis_type == "string" && read_synchronizer(target, &mut found, detail).await? {
         return Ok(found);
@@ -219,6 +226,38 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
         found.value = value(target, name, &redis_type).await?;
     }
     Ok(found)
+}
+
+/// A hash with Redisson's `RRateLimiter` fields (`rate`, `interval`, `type`; `keepAliveTime`
+/// in 4.x) is a rate limiter: its configuration goes to `value`, and `count` is the permits
+/// left in the OVERALL window (`{NAME}:value`; the rate when no window is open; a PER_CLIENT
+/// limiter's windows are per client, so none is shown). `false`: not a rate limiter.
+async fn read_rate_limiter(
+    target: &Target,
+    found: &mut Inspection,
+    fields: &[(String, String)],
+) -> Result<bool> {
+    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    let (Some(rate), Some(interval), Some(kind)) = (get("rate"), get("interval"), get("type"))
+    else {
+        return Ok(false);
+    };
+    let (Ok(rate), Ok(interval)) = (rate.parse::<i64>(), interval.parse::<i64>()) else {
+        return Ok(false);
+    };
+    let per_client = kind == "1";
+    found.kind = Some(Kind::RateLimiter);
+    found.value = Some(serde_json::json!({
+        "rate": rate,
+        "interval_ms": interval,
+        "type": if per_client { "PER_CLIENT" } else { "OVERALL" },
+        "keep_alive_ms": get("keepAliveTime").and_then(|v| v.parse::<i64>().ok()),
+    }));
+    if !per_client {
+        let left: Option<i64> = target.conn().get(suffix_name(&found.name, "value")).await?;
+        found.count = Some(left.unwrap_or(rate));
+    }
+    Ok(true)
 }
 
 /// A string holding an integer is a synchronizer: a permit semaphore when its `{NAME}:timeout`
@@ -406,7 +445,7 @@ pub fn channels(found: &Inspection) -> Vec<String> {
             prefix_name(SEMAPHORE_CHANNEL, &found.name),
             latch_channel(&found.name),
         ],
-        Some(Kind::Unknown) => Vec::new(),
+        Some(Kind::RateLimiter | Kind::Unknown) => Vec::new(),
     }
 }
 

@@ -16,7 +16,7 @@ pub fn inspection(found: &Inspection) -> String {
     match found.kind {
         None => out.push_str(&format!("{}: not locked\n", found.name)),
         Some(kind) => {
-            let synchronizer = found.count.is_some();
+            let synchronizer = found.count.is_some() || kind == Kind::RateLimiter;
             kv(
                 &mut out,
                 if synchronizer { "name" } else { "lock" },
@@ -106,6 +106,11 @@ fn synchronizer_rows(found: &Inspection, kind: Kind, count: i64) -> String {
             &mut out,
             "value",
             &format!("{count}  (a semaphore's permits or a latch's count: no waiters tell which)"),
+        ),
+        Kind::RateLimiter => kv(
+            &mut out,
+            "permits",
+            &format!("{count} left in the current window"),
         ),
         _ => kv(&mut out, "permits", &format!("{count} available")),
     }

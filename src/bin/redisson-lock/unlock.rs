@@ -85,6 +85,7 @@ async fn force_unlock(target: &Target, found: &Inspection, kind: Kind) -> Result
         | Kind::Semaphore
         | Kind::CountDownLatch
         | Kind::SemaphoreOrLatch
+        | Kind::RateLimiter
         | Kind::Unknown => false,
     })
 }
