@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redisson_lock::{Client, Config};
 
-use crate::support::TestServer;
+use crate::support::{take_and_release, TestServer};
 
 /// The rule of docs/locks.md for lock names under `orders:` (keep the two in step).
 pub const LOCK_ONLY_RULE: &str = "on >locker-pw resetkeys resetchannels -@all \
@@ -56,36 +56,12 @@ async fn a_lock_only_user_runs_every_kind_and_waits() {
     let guard = waiter.await.unwrap().unwrap().expect("woken");
     guard.unlock().await.unwrap();
 
-    a.get_fair_lock("orders:fair")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&a.get_fair_lock("orders:fair")).await;
     let rw = a.get_read_write_lock("orders:rw");
-    rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
-    rw.write_lock()
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    a.get_fenced_lock("orders:fenced")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
-    a.get_spin_lock("orders:spin")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&rw.read_lock()).await;
+    take_and_release(&rw.write_lock()).await;
+    take_and_release(&a.get_fenced_lock("orders:fenced")).await;
+    take_and_release(&a.get_spin_lock("orders:spin")).await;
     let sem = a.get_semaphore("orders:sem");
     assert!(sem.try_set_permits(1).await.unwrap());
     sem.acquire(1).await.unwrap();

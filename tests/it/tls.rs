@@ -9,7 +9,7 @@ use redisson_lock::{Client, Config, LockError, Tls};
 
 use crate::require_tls;
 use crate::support::tls::{tls_cluster, tls_sentinel, Pki, TlsServer, MASTER};
-use crate::support::TestServer;
+use crate::support::{take_and_release, TestServer};
 
 /// A connect that must fail: returns its error, and fails the test if it hangs past `BOUND`
 /// (a failure case must never be a retry loop).
@@ -84,32 +84,14 @@ async fn every_lock_kind_waits_and_renews_over_mutual_tls() {
     guard.unlock().await.unwrap();
 
     // Every other kind, once each.
-    a.get_fair_lock("tls:fair")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&a.get_fair_lock("tls:fair")).await;
     let rw = a.get_read_write_lock("tls:rw");
-    rw.read_lock().lock().await.unwrap().unlock().await.unwrap();
-    rw.write_lock()
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&rw.read_lock()).await;
+    take_and_release(&rw.write_lock()).await;
     let fenced = a.get_fenced_lock("tls:fenced").lock().await.unwrap();
     assert!(fenced.token() > 0);
     fenced.unlock().await.unwrap();
-    a.get_spin_lock("tls:spin")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&a.get_spin_lock("tls:spin")).await;
     let sem = a.get_semaphore("tls:sem");
     assert!(sem.try_set_permits(1).await.unwrap());
     sem.acquire(1).await.unwrap();
@@ -193,14 +175,7 @@ async fn mutual_tls_needs_the_client_certificate() {
     let client = Client::with_config(Config::new(server.url()).with_tls(tls))
         .await
         .unwrap();
-    client
-        .get_lock("tls:pem")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.get_lock("tls:pem")).await;
 }
 
 #[tokio::test]
@@ -240,14 +215,7 @@ async fn the_insecure_switch_skips_verification() {
     let client = Client::with_config(Config::new(server.url()).with_tls(tls))
         .await
         .unwrap();
-    client
-        .get_lock("tls:insecure")
-        .lock()
-        .await
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    take_and_release(&client.get_lock("tls:insecure")).await;
 }
 
 #[tokio::test]
@@ -260,13 +228,7 @@ async fn cluster_over_tls() {
     let b = Client::with_config(config).await.unwrap();
     // Names on different slots, so more than one node is reached.
     for name in ["tls:c:1", "tls:c:2", "tls:c:3", "tls:c:4"] {
-        a.get_lock(name)
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+        take_and_release(&a.get_lock(name)).await;
     }
     let held = a.get_lock("tls:c:wait").lock().await.unwrap();
     let waiter = tokio::spawn({
