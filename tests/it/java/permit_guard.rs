@@ -42,8 +42,11 @@ async fn java_sees_a_guarded_permit_s_lease_keep_moving_and_gets_it_on_drop() {
             );
             if let Some(left) = newer(&peer, &format!("pes.leasetime {name} {id}")).await {
                 let left: i64 = left.parse().unwrap();
+                // The lease end is written from our clock and read against Java's: the two
+                // millisecond clocks may differ by a tick (1501 ms was seen), so the bound
+                // allows 50 ms, as the Rust-side test of the same renewal does.
                 assert!(
-                    left > 0 && left <= LEASE.as_millis() as i64,
+                    left > 0 && left <= LEASE.as_millis() as i64 + 50,
                     "{v}: Java's getLeaseTime {left} ms after {:?}",
                     start.elapsed()
                 );
