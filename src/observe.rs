@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::error::Result;
-
 /// Acquire wait-time histogram.
 pub const ACQUIRE_WAIT: &str = "redisson_lock_acquire_wait_seconds";
 /// Hold-time histogram.
@@ -33,13 +31,13 @@ pub const WAITERS: &str = "redisson_lock_waiters";
 
 /// Runs one lock operation inside a `redisson_lock` span carrying the operation, the kind and
 /// the lock name; a debug event in the span reports its outcome and duration when it ends.
-pub(crate) async fn traced<T>(
+pub(crate) async fn traced<T, E: std::fmt::Display>(
     op: &'static str,
     kind: &'static str,
     lock: &str,
-    fut: impl Future<Output = Result<T>>,
+    fut: impl Future<Output = Result<T, E>>,
     outcome: impl FnOnce(&T) -> &'static str,
-) -> Result<T> {
+) -> Result<T, E> {
     let span = tracing::debug_span!("redisson_lock", op, kind, lock);
     let start = Instant::now();
     let r = fut.instrument(span.clone()).await;

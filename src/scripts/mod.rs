@@ -34,7 +34,10 @@ macro_rules! scripts {
 /// get `NOSCRIPT` and load it themselves (measured: about 200 extra script calls when 10,000
 /// waiters start together). Best effort: a script that could not be loaded is loaded by its
 /// first call, as after a restart or a failover.
-pub(crate) async fn preload(conn: &crate::conn::Conn) {
+pub(crate) async fn preload<C>(conn: &C)
+where
+    C: redis::aio::ConnectionLike + Clone + Send,
+{
     let batch = batch_source();
     let mut codes = sources();
     codes.push(&batch);

@@ -41,6 +41,7 @@ mod holes;
 // The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
 mod java;
 mod latches;
+mod layers;
 mod leases;
 mod multi_lock;
 mod multi_query;

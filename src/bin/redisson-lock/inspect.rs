@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde::Serialize;
 
-use crate::output::{self, now_ms};
+use crate::output::now_ms;
 use crate::target::Target;
 use crate::Result;
 
@@ -170,17 +170,6 @@ impl Inspection {
             count: None,
             permits: Vec::new(),
         }
-    }
-}
-
-/// `inspect NAME`.
-pub async fn run(target: &Target, name: &str, json: bool) -> Result<()> {
-    let found = inspect(target, name).await?;
-    if json {
-        output::print_json(&found)
-    } else {
-        print!("{}", crate::render::inspection(&found));
-        Ok(())
     }
 }
 

@@ -164,7 +164,16 @@ async fn run(cli: Cli) -> Result<()> {
     let target = target::Target::connect(&cli.global).await?;
     let json = cli.global.json;
     match cli.command {
-        Command::Inspect { name } => inspect::run(&target, &name, json).await,
+        Command::Inspect { name } => {
+            // The command layer joins the two: `inspect` reads, `render` formats.
+            let found = inspect::inspect(&target, &name).await?;
+            if json {
+                output::print_json(&found)
+            } else {
+                print!("{}", render::inspection(&found));
+                Ok(())
+            }
+        }
         Command::List {
             pattern,
             count,

@@ -1,0 +1,291 @@
+//! ARCHITECTURE.md's rule, checked: "a module only uses modules below it". The layers are read
+//! from its "Layers" table; the uses from the sources (`crate::module` paths, `use crate::{..}`
+//! groups, and the names `lib.rs` re-exports). Every top-level module must be in the table,
+//! every use must go to its own layer or a lower one, and the uses must form no cycle (issue 24
+//! item 5: `conn` <-> `scripts`, `error` <-> `observe` and the CLI's `inspect` <-> `render` had
+//! crept in). The operator CLI's modules are checked the same way, among themselves.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The source without comments (doc links such as ``[`x`](crate::Config)`` are no uses).
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).expect("read source");
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first path segments that follow `crate::` (not `$crate::`), including each item of a
+/// `crate::{a, b::c, d::{e}}` group.
+fn crate_uses(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = BTreeSet::new();
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while let Some(i) = code[at..].find("crate::") {
+        let start = at + i;
+        at = start + "crate::".len();
+        if start > 0 && (bytes[start - 1] == b'$' || bytes[start - 1].is_ascii_alphanumeric()) {
+            continue;
+        }
+        let rest = code[at..].trim_start();
+        if let Some(group) = rest.strip_prefix('{') {
+            // Items at depth 1 of the group: the first segment after `{` or `,`.
+            let mut depth = 1;
+            let mut expect = true;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => expect = true,
+                    c if expect && depth == 1 && (c.is_alphanumeric() || c == '_') => {
+                        found.insert(ident(&group[j..]));
+                        expect = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+/// `name -> module` for what `lib.rs` re-exports (`pub use module::{A, B};`).
+fn reexports(lib: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    for item in lib.split(';') {
+        let item = item.trim();
+        let Some(path) = item.strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, names)) = path.split_once("::") else {
+            continue;
+        };
+        for name in names.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !name.is_empty() {
+                map.insert(name.to_owned(), module.trim().to_owned());
+            }
+        }
+    }
+    map
+}
+
+/// The module a file belongs to: `src/conn/batch.rs` -> `conn`, `src/error.rs` -> `error`.
+fn module_of(base: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(base).expect("under base");
+    let first = rel.components().next().expect("a component");
+    let name = first.as_os_str().to_string_lossy();
+    name.trim_end_matches(".rs").to_owned()
+}
+
+/// Uses between the modules of `base` (files right under it, or in one folder per module).
+fn graph(base: &Path, skip: &[&str], aliases: &BTreeMap<String, String>) -> Graph {
+    let mut files = Vec::new();
+    rust_files(base, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| module_of(base, f))
+        .filter(|m| !skip.contains(&m.as_str()))
+        .collect();
+    let mut g: Graph = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    for file in &files {
+        let from = module_of(base, file);
+        if skip.contains(&from.as_str()) {
+            continue;
+        }
+        for used in crate_uses(&code(file)) {
+            let to = aliases.get(&used).cloned().unwrap_or(used);
+            if to != from && modules.contains(&to) {
+                g.get_mut(&from).expect("known module").insert(to);
+            }
+        }
+    }
+    g
+}
+
+/// A cycle of `g`, if it has one (depth-first search, colours).
+fn cycle(g: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        g: &Graph,
+        node: &str,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(node.to_owned(), 1);
+        path.push(node.to_owned());
+        for next in &g[node] {
+            match state.get(next).copied().unwrap_or(0) {
+                1 => {
+                    let from = path.iter().position(|n| n == next).expect("on path");
+                    let mut c = path[from..].to_vec();
+                    c.push(next.clone());
+                    return Some(c);
+                }
+                0 => {
+                    if let Some(c) = visit(g, next, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(node.to_owned(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in g.keys() {
+        if !state.contains_key(node) {
+            if let Some(c) = visit(g, node, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// The layer of each module named in ARCHITECTURE.md's "Layers" table (its row, from 0 at the
+/// top = lowest; a module named in two rows belongs to the higher one).
+fn layers(known: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    let doc = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let table = doc
+        .split("## Layers")
+        .nth(1)
+        .expect("a Layers section")
+        .split("\n## ")
+        .next()
+        .unwrap_or_default();
+    let rows = table
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // header and separator
+        .enumerate();
+    let mut layer = BTreeMap::new();
+    for (row, line) in rows {
+        // Backticked names outside parentheses: `conn/` (`mod`, `batch`) names `conn` only
+        // (what the parentheses list are its files).
+        let modules_cell = line.split('|').nth(2).unwrap_or_default();
+        let mut depth = 0i32;
+        for (k, part) in modules_cell.split('`').enumerate() {
+            if k % 2 == 0 {
+                depth += part.matches('(').count() as i32 - part.matches(')').count() as i32;
+                continue;
+            }
+            let name = part.split('/').next().unwrap_or_default();
+            if depth == 0 && known.contains(name) {
+                layer.insert(name.to_owned(), row);
+            }
+        }
+    }
+    layer
+}
+
+#[test]
+fn library_modules_only_use_modules_below_them() {
+    let src = root().join("src");
+    let lib = code(&src.join("lib.rs"));
+    let g = graph(&src, &["lib", "bin"], &reexports(&lib));
+    assert!(
+        g.contains_key("conn") && g.contains_key("error"),
+        "modules found: {g:?}"
+    );
+    if let Some(c) = cycle(&g) {
+        panic!("an import cycle among src/ modules: {}", c.join(" -> "));
+    }
+    let known: BTreeSet<String> = g.keys().cloned().collect();
+    let layer = layers(&known);
+    let missing: Vec<&String> = known.iter().filter(|m| !layer.contains_key(*m)).collect();
+    assert!(
+        missing.is_empty(),
+        "modules missing from ARCHITECTURE.md's Layers table: {missing:?}"
+    );
+    let mut upward = Vec::new();
+    for (from, uses) in &g {
+        for to in uses {
+            if layer[to] > layer[from] {
+                upward.push(format!(
+                    "{from} (row {}) uses {to} (row {})",
+                    layer[from], layer[to]
+                ));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "uses of a higher layer than ARCHITECTURE.md gives: {upward:#?}"
+    );
+}
+
+#[test]
+fn cli_modules_form_no_cycle() {
+    let cli = root().join("src/bin/redisson-lock");
+    let g = graph(&cli, &["main"], &BTreeMap::new());
+    assert!(
+        g.contains_key("inspect") && g.contains_key("render"),
+        "modules found: {g:?}"
+    );
+    if let Some(c) = cycle(&g) {
+        panic!(
+            "an import cycle among the CLI's modules: {}",
+            c.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn the_use_reader_sees_groups_and_ignores_comments_and_macros() {
+    let uses =
+        crate_uses("use crate::{a::{B, C}, d, e::f};\nlet x = crate::g::h();\n$crate::i::j\n");
+    let expected: BTreeSet<String> = ["a", "d", "e", "g"].map(String::from).into();
+    assert_eq!(uses, expected);
+    let dir = std::env::temp_dir().join(format!("layers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("x.rs");
+    std::fs::write(&file, "/// [`A`](crate::k::A)\nfn f() {} // crate::l\n").expect("write");
+    assert!(crate_uses(&code(&file)).is_empty());
+    let mut g = Graph::new();
+    g.insert("a".into(), ["b".to_owned()].into());
+    g.insert("b".into(), ["a".to_owned()].into());
+    assert!(cycle(&g).is_some());
+    g.get_mut("b").expect("b").clear();
+    assert!(cycle(&g).is_none());
+}
