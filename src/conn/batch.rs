@@ -7,7 +7,9 @@
 //! lone script call or a batch. Operations on one lock key never overtake each other: one whose
 //! key is in a batch out waits for that batch, so they run in the order they were sent, as on
 //! a plain connection. A lone operation, or one that finds a free flight, is
-//! sent as its own `EVALSHA` at once, so an idle client adds no latency. The batching sits
+//! sent as its own `EVALSHA` at once, so an idle client adds no latency; a queue of fewer than
+//! [`BATCH_MIN`] operations leaves as that many `EVALSHA`s written back to back, since a batch
+//! that small costs the server more than it saves. The batching sits
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
 //! would be for each alone) and its own replica sync (`WAIT` follows the batch when any
@@ -32,6 +34,13 @@ use crate::scripts;
 /// Flights (lone script calls or batches) one connection may have out before further
 /// operations queue into a batch.
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
+
+/// The fewest queued operations that leave as one batch script. Fewer leave as separate script
+/// calls, all at once (pipelined on the one connection): a batch of two or three costs the
+/// server more than the same scripts alone (the batch call's own cost, and per operation the
+/// dispatch, `pcall` and the reply), so a batch is used only where it pays
+/// (`docs/benchmarks.md`, "Group commit that never loses").
+pub(crate) const BATCH_MIN: usize = 8;
 
 /// A reply, or the error with the replica shortfall that caused it (if any).
 pub(super) type Outcome = Result<Value, (RedisError, Option<Shortfall>)>;
@@ -238,18 +247,26 @@ impl Batcher {
 
     /// Sends one batch and hands each operation its reply. The batch is followed by `WAIT`
     /// when any of its operations asked for replica sync; a shortfall fails only those.
-    async fn send(&self, mut group: Vec<Queued>) {
-        let mut conn = self.conn.clone();
-        if group.len() == 1 {
-            let q = group.pop().expect("one operation");
-            let reply = conn.send_parts(&q.cmd, q.synced).await;
-            let shortfall = conn.take_shortfall();
-            let _ = q.tx.send(match reply {
-                Ok((v, Ok(()))) => Ok(v),
-                Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
+    async fn send(&self, group: Vec<Queued>) {
+        if group.len() < BATCH_MIN && distinct_keys(&group) {
+            // Each as its own script call, all at once: redis-rs writes them back to back on
+            // the one connection, in this order (several operations on one key go in a batch
+            // script instead, which keeps their order on every topology).
+            let sends = group.into_iter().map(|q| {
+                let mut conn = self.conn.clone();
+                async move {
+                    let reply = conn.send_parts(&q.cmd, q.synced).await;
+                    let shortfall = conn.take_shortfall();
+                    let _ = q.tx.send(match reply {
+                        Ok((v, Ok(()))) => Ok(v),
+                        Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
+                    });
+                }
             });
+            futures_util::future::join_all(sends).await;
             return;
         }
+        let mut conn = self.conn.clone();
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batched_ops
             .fetch_add(group.len() as u64, Ordering::Relaxed);
@@ -289,6 +306,14 @@ impl Batcher {
             }
         }
     }
+}
+
+/// Whether no two operations of `group` are on the same lock key.
+fn distinct_keys(group: &[Queued]) -> bool {
+    group
+        .iter()
+        .enumerate()
+        .all(|(i, q)| group[..i].iter().all(|p| p.lock_key() != q.lock_key()))
 }
 
 /// A server error in place of the batch's reply (e.g. `NOSCRIPT`) is the batch's error.

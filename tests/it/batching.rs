@@ -97,6 +97,27 @@ async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_queued_operations_leave_as_their_own_scripts_not_a_batch() {
+    // Issue 24 item 1: a batch of two or three costs the server more than the scripts alone,
+    // so a queue shorter than BATCH_MIN (8) leaves as separate script calls: 4 flights out
+    // during the pause, 3 queued behind them, 7 EVALSHAs in all and no batch.
+    let (server, client) = batching().await;
+    crate::support::redisson::reset_stats(&server).await;
+    let results = acquire_during_pause(&server, &client, 7, |i| format!("few:{i}")).await;
+    let mut raw = server.conn().await;
+    for r in results {
+        let (name, field) = r.expect("every queued acquire got its own reply");
+        assert_eq!(
+            fields(&mut raw, &name).await.get(&field),
+            Some(&1),
+            "{name}"
+        );
+    }
+    assert_eq!(client.stats().batches, 0, "{:?}", client.stats());
+    assert_eq!(crate::support::redisson::calls(&server, "evalsha").await, 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn by_default_every_script_goes_alone() {
     let server = TestServer::start();
     // Off by default.
