@@ -245,25 +245,65 @@ impl Batcher {
         groups.into_iter().map(|(_, g)| g).collect()
     }
 
+    /// Sends a few operations each as its own script call, at once and in order (several
+    /// operations on one key go in a batch script instead, which keeps their order on every
+    /// topology). Without replica sync they travel as one pipeline (one request to redis-rs,
+    /// one reply each: a server error is that operation's own); with it, each is followed by
+    /// its `WAIT` as it would be alone.
+    async fn send_each(&self, group: Vec<Queued>) {
+        let mut conn = self.conn.clone();
+        if group.iter().all(|q| !q.synced) {
+            let mut pipe = redis::pipe();
+            for q in &group {
+                pipe.add_command(q.cmd.clone());
+            }
+            match conn.raw_pipeline(&pipe, group.len()).await {
+                Ok(replies) if replies.len() == group.len() => {
+                    for (q, reply) in group.into_iter().zip(replies) {
+                        let _ = q.tx.send(match reply {
+                            Value::ServerError(e) => Err((RedisError::from(e), None)),
+                            v => Ok(v),
+                        });
+                    }
+                }
+                Ok(replies) => {
+                    tracing::warn!(
+                        replies = replies.len(),
+                        ops = group.len(),
+                        "a pipeline reply of the wrong length"
+                    );
+                    let e = protocol_error("a pipeline reply of the wrong length");
+                    for q in group {
+                        let _ = q.tx.send(Err((e.clone(), None)));
+                    }
+                }
+                Err(e) => {
+                    for q in group {
+                        let _ = q.tx.send(Err((e.clone(), None)));
+                    }
+                }
+            }
+            return;
+        }
+        let sends = group.into_iter().map(|q| {
+            let mut conn = self.conn.clone();
+            async move {
+                let reply = conn.send_parts(&q.cmd, q.synced).await;
+                let shortfall = conn.take_shortfall();
+                let _ = q.tx.send(match reply {
+                    Ok((v, Ok(()))) => Ok(v),
+                    Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
+                });
+            }
+        });
+        futures_util::future::join_all(sends).await;
+    }
+
     /// Sends one batch and hands each operation its reply. The batch is followed by `WAIT`
     /// when any of its operations asked for replica sync; a shortfall fails only those.
     async fn send(&self, group: Vec<Queued>) {
         if group.len() < BATCH_MIN && distinct_keys(&group) {
-            // Each as its own script call, all at once: redis-rs writes them back to back on
-            // the one connection, in this order (several operations on one key go in a batch
-            // script instead, which keeps their order on every topology).
-            let sends = group.into_iter().map(|q| {
-                let mut conn = self.conn.clone();
-                async move {
-                    let reply = conn.send_parts(&q.cmd, q.synced).await;
-                    let shortfall = conn.take_shortfall();
-                    let _ = q.tx.send(match reply {
-                        Ok((v, Ok(()))) => Ok(v),
-                        Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
-                    });
-                }
-            });
-            futures_util::future::join_all(sends).await;
+            self.send_each(group).await;
             return;
         }
         let mut conn = self.conn.clone();
