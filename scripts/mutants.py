@@ -685,8 +685,8 @@ MUTANTS = [
     (
         "batch-overtakes",
         "src/conn/batch.rs",
-        """    state.flights < MAX_IN_FLIGHT && state.queue.is_empty() && !state.out.contains_key(key)""",
-        """    state.flights < MAX_IN_FLIGHT && state.queue.is_empty()""",
+        """    state.direct < MAX_DIRECT && state.queue.is_empty() && !state.out.contains_key(key)""",
+        """    state.direct < MAX_DIRECT && state.queue.is_empty()""",
         ["--lib", "conn::batch::tests::an_operation_on_a_key_whose_batch_is_out_waits_for_it"],
         "group commit: an operation on a key whose batch is out takes a free flight and overtakes it (the trim before the cancelled acquire)",
     ),

@@ -2,14 +2,15 @@
 //! moment go to Redis as **one** script call (`lua/batch.lua`), which runs each of them exactly
 //! as its own script would and returns every reply in order.
 //!
-//! No timer: a batch is whatever queued while this connection had all its [`MAX_IN_FLIGHT`]
-//! flights out (4: measured against 2, 8, 16 and 32 in `docs/benchmarks.md`), each flight a
-//! lone script call or a batch. Operations on one lock key never overtake each other: one whose
-//! key is in a batch out waits for that batch, so they run in the order they were sent, as on
-//! a plain connection. A lone operation, or one that finds a free flight, is
-//! sent as its own `EVALSHA` at once, so an idle client adds no latency; a queue of fewer than
-//! [`BATCH_MIN`] operations leaves as that many `EVALSHA`s written back to back, since a batch
-//! that small costs the server more than it saves. The batching sits
+//! No timer, and no waiting while the server keeps up: an operation goes out at once as its own
+//! `EVALSHA` while fewer than [`MAX_DIRECT`] lone operations are out (so an idle or lightly
+//! loaded client adds no latency and sends exactly what it would without batching). Beyond
+//! that the server is the bottleneck, and operations queue; the queue leaves when any
+//! operation lands, on one of [`MAX_IN_FLIGHT`] flights: as one batch script when it holds at
+//! least [`BATCH_MIN`] operations, or else as that many `EVALSHA`s written back to back,
+//! since a batch that small costs the server more than it saves. Operations on one lock key
+//! never overtake each other: one whose key is in a flight out waits for it, so they run in
+//! the order they were sent, as on a plain connection. The batching sits
 //! under [`Conn`]'s `ConnectionLike`, so every caller keeps its own reply, its own error
 //! handling (a connection error is an unknown outcome for every operation of the batch, as it
 //! would be for each alone) and its own replica sync (`WAIT` follows the batch when any
@@ -31,8 +32,14 @@ use super::{protocol_error, Conn, Shortfall};
 use crate::keys::slot_of;
 use crate::scripts;
 
-/// Flights (lone script calls or batches) one connection may have out before further
-/// operations queue into a batch.
+/// Lone operations one connection may have out before further operations queue: below it, a
+/// client is not yet the server's bottleneck and an operation gains nothing by waiting (at 16
+/// tasks a queue behind fewer flights cost a fifth of the throughput; `docs/benchmarks.md`,
+/// "Group commit that never loses").
+pub(crate) const MAX_DIRECT: usize = 16;
+
+/// Flights of queued operations (batches, or a few scripts pipelined) one connection may have
+/// out; the queue leaves when one lands (or a lone operation does).
 pub(crate) const MAX_IN_FLIGHT: usize = 4;
 
 /// The fewest queued operations that leave as one batch script. Fewer leave as separate script
@@ -59,7 +66,9 @@ pub(crate) struct Batcher {
 #[derive(Default)]
 struct State {
     queue: Vec<Queued>,
-    /// Flights in use: lone operations and batches, at most [`MAX_IN_FLIGHT`].
+    /// Lone operations out, at most [`MAX_DIRECT`].
+    direct: usize,
+    /// Flights of queued operations out, at most [`MAX_IN_FLIGHT`].
     flights: usize,
     /// The lock keys of the operations in batches out (taken from the queue, not finished),
     /// with counts. An operation on one of them waits until that batch is done, so the
@@ -103,14 +112,14 @@ impl Queued {
 
 /// How an operation goes.
 pub(super) enum Entry {
-    /// A flight was free: the caller sends its command itself and holds the flight meanwhile.
+    /// A lone slot was free: the caller sends its command itself and holds the slot meanwhile.
     Direct(Flight),
     /// Queued into the next batch: its reply arrives here.
     Queued(oneshot::Receiver<Outcome>),
 }
 
-/// One of the connection's [`MAX_IN_FLIGHT`] flights of lone operations; released on drop (and
-/// the queue sent if it waited for it), so a caller dropped mid-flight never strands the queue.
+/// One of the connection's [`MAX_DIRECT`] slots of lone operations; released on drop (and the
+/// queue sent if it waited for it), so a caller dropped mid-flight never strands the queue.
 pub(super) struct Flight(Arc<Batcher>);
 
 impl Drop for Flight {
@@ -157,11 +166,11 @@ impl Batcher {
             && matches!(args.next(), Some(Arg::Simple(sha)) if scripts::batch_index(sha).is_some())
     }
 
-    /// Takes a free flight, or queues `cmd` (which [`carries`](Self::carries) accepted).
+    /// Takes a free lone slot, or queues `cmd` (which [`carries`](Self::carries) accepted).
     pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
         let mut state = self.state.lock();
         if goes_direct(&state, lock_key(cmd).unwrap_or_default()) {
-            state.flights += 1;
+            state.direct += 1;
             return Ok(Entry::Direct(Flight(self.clone())));
         }
         let (tx, rx) = oneshot::channel();
@@ -177,11 +186,11 @@ impl Batcher {
         Ok(Entry::Queued(rx))
     }
 
-    /// A lone operation's flight ended: the queue may leave on it.
+    /// A lone operation landed: the queue may leave.
     fn landed(self: &Arc<Self>) {
         let next = {
             let mut state = self.state.lock();
-            state.flights -= 1;
+            state.direct -= 1;
             take_ready(&mut state)
         };
         self.start(next);
@@ -384,11 +393,11 @@ fn batch_cmd(group: &[Queued]) -> Cmd {
     cmd
 }
 
-/// Whether an operation on `key` may take a free flight now: one is free, nothing is queued
+/// Whether an operation on `key` may go out alone now: a lone slot is free, nothing is queued
 /// (queued operations leave first), and no batch out carries an operation on the same key
 /// (it would overtake it: the trim settling a cancelled acquire must not run before it).
 fn goes_direct(state: &State, key: &[u8]) -> bool {
-    state.flights < MAX_IN_FLIGHT && state.queue.is_empty() && !state.out.contains_key(key)
+    state.direct < MAX_DIRECT && state.queue.is_empty() && !state.out.contains_key(key)
 }
 
 /// Takes, when a flight is free, every queued operation whose key no batch out holds (and that

@@ -17,7 +17,8 @@ use redisson_lock::{Client, LockError, LockOwner};
 const LEASE: Duration = Duration::from_secs(60);
 
 /// Runs `n` acquires of `name(i)`, each by its own owner, while writes are paused, so that all
-/// but the first flights queue into one batch; returns each task's result.
+/// but the first 16 (the lone operations a connection sends before it queues) queue into one
+/// batch; returns each task's result.
 async fn acquire_during_pause(
     server: &TestServer,
     client: &redisson_lock::Client,
@@ -78,7 +79,7 @@ async fn batching() -> (TestServer, Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
     let (server, client) = batching().await;
-    let results = acquire_during_pause(&server, &client, 24, |i| format!("gc:{i}")).await;
+    let results = acquire_during_pause(&server, &client, 40, |i| format!("gc:{i}")).await;
     let stats = client.stats();
     assert!(
         stats.batches >= 1 && stats.batched_operations >= 20,
@@ -99,18 +100,18 @@ async fn queued_acquires_leave_as_one_batch_with_redissons_layout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_queued_operations_leave_as_their_own_scripts_not_a_batch() {
     // Issue 24 item 1: a batch of two or three costs the server more than the scripts alone,
-    // so a queue shorter than BATCH_MIN (8) leaves as separate script calls: 4 flights out
-    // during the pause, 3 queued behind them, 7 EVALSHAs in all and no batch.
-    // Keys 5 and 6 are strings: their acquires fail with WRONGTYPE, each alone, whether it
+    // so a queue shorter than BATCH_MIN (8) leaves as separate script calls: 16 lone
+    // operations out during the pause, 3 queued behind them, 19 EVALSHAs in all, no batch.
+    // Keys 17 and 18 are strings: their acquires fail with WRONGTYPE, each alone, whether it
     // went out in a flight or in the pipeline of the queued ones.
     let (server, client) = batching().await;
     let mut raw = server.conn().await;
-    raw.set::<_, _, ()>("few:5", "x").await.unwrap();
-    raw.set::<_, _, ()>("few:6", "x").await.unwrap();
+    raw.set::<_, _, ()>("few:17", "x").await.unwrap();
+    raw.set::<_, _, ()>("few:18", "x").await.unwrap();
     crate::support::redisson::reset_stats(&server).await;
-    let results = acquire_during_pause(&server, &client, 7, |i| format!("few:{i}")).await;
+    let results = acquire_during_pause(&server, &client, 19, |i| format!("few:{i}")).await;
     for (i, r) in results.into_iter().enumerate() {
-        if i >= 5 {
+        if i >= 17 {
             assert!(
                 matches!(r, Err(LockError::WrongType { .. })),
                 "few:{i}: {r:?}"
@@ -125,7 +126,10 @@ async fn a_few_queued_operations_leave_as_their_own_scripts_not_a_batch() {
         );
     }
     assert_eq!(client.stats().batches, 0, "{:?}", client.stats());
-    assert_eq!(crate::support::redisson::calls(&server, "evalsha").await, 7);
+    assert_eq!(
+        crate::support::redisson::calls(&server, "evalsha").await,
+        19
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,14 +146,17 @@ async fn by_default_every_script_goes_alone() {
 async fn a_failing_operation_fails_alone_in_its_batch() {
     let (server, client) = batching().await;
     let mut raw = server.conn().await;
-    // Keys 3 and 7 are strings: their acquires fail with WRONGTYPE, inside the batch.
+    // Keys 3, 7, 20 and 27 are strings: their acquires fail with WRONGTYPE (the last two
+    // among the queued operations, inside the batch).
     raw.set::<_, _, ()>("mixed:3", "x").await.unwrap();
     raw.set::<_, _, ()>("mixed:7", "x").await.unwrap();
-    let results = acquire_during_pause(&server, &client, 16, |i| format!("mixed:{i}")).await;
+    raw.set::<_, _, ()>("mixed:20", "x").await.unwrap();
+    raw.set::<_, _, ()>("mixed:27", "x").await.unwrap();
+    let results = acquire_during_pause(&server, &client, 32, |i| format!("mixed:{i}")).await;
     assert!(client.stats().batches >= 1, "{:?}", client.stats());
     for (i, r) in results.into_iter().enumerate() {
         match i {
-            3 | 7 => assert!(
+            3 | 7 | 20 | 27 => assert!(
                 matches!(r, Err(LockError::WrongType { .. })),
                 "mixed:{i}: {r:?}"
             ),
@@ -160,7 +167,7 @@ async fn a_failing_operation_fails_alone_in_its_batch() {
         }
     }
     // The strings are untouched.
-    for k in ["mixed:3", "mixed:7"] {
+    for k in ["mixed:3", "mixed:7", "mixed:20", "mixed:27"] {
         assert_eq!(raw.get::<_, String>(k).await.unwrap(), "x");
     }
 }
@@ -168,7 +175,7 @@ async fn a_failing_operation_fails_alone_in_its_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_releases_publish_redissons_message_and_delete_the_hash() {
     let (server, client) = batching().await;
-    const N: usize = 16;
+    const N: usize = 32;
     let guards = hold_each(&client, "rel", N, None).await;
     // A subscriber counts the release messages, as a Java waiter would receive them.
     let mut pubsub = server.raw().get_async_pubsub().await.unwrap();
@@ -213,7 +220,7 @@ async fn contended_lock_excludes_under_batching() {
     let (server, client) = batching().await;
     let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
     let overlaps = Arc::new(AtomicUsize::new(0));
-    concurrently(32, |t| {
+    concurrently(64, |t| {
         let (client, inside, overlaps) = (client.clone(), inside.clone(), overlaps.clone());
         async move {
             for i in 0..40 {
@@ -243,7 +250,7 @@ async fn acquires_dropped_while_queued_leave_nothing_behind() {
     let (server, client) = batching().await;
     let mut raw = server.conn().await;
     pause_writes(&mut raw, 400).await;
-    let tasks: Vec<_> = (0..16)
+    let tasks: Vec<_> = (0..32)
         .map(|i| {
             let client = client.clone();
             tokio::spawn(async move { client.get_lock(format!("gone:{i}")).lock().await })
@@ -280,7 +287,7 @@ async fn a_server_dying_under_a_batch_fails_each_operation_cleanly() {
         .await;
     let mut raw = server.conn().await;
     pause_writes(&mut raw, 2_000).await;
-    let tasks: Vec<_> = (0..12)
+    let tasks: Vec<_> = (0..32)
         .map(|i| {
             let client = client.clone();
             tokio::spawn(async move {
@@ -307,7 +314,7 @@ async fn batches_on_a_cluster_go_per_slot() {
     )
     .await
     .unwrap();
-    concurrently(32, |t| {
+    concurrently(64, |t| {
         let client = client.clone();
         async move {
             for i in 0..20 {
@@ -326,7 +333,7 @@ async fn a_release_that_finds_its_hold_gone_is_reported_alone_in_its_batch() {
     // The unlock script's nil reply (the owner holds nothing: the lease ran out) inside a batch
     // must reach its own caller as an error, and must not cut the replies of the others short.
     let (server, client) = batching().await;
-    const N: usize = 12;
+    const N: usize = 32;
     let guards = hold_each(&client, "lost", N, Some(LEASE)).await;
     let mut raw = server.conn().await;
     for i in (0..N).step_by(3) {
@@ -429,19 +436,19 @@ async fn snapshot(raw: &mut redis::aio::MultiplexedConnection, p: &str, id: &str
     out
 }
 
-/// Runs each phase's steps at once while writes are paused (so all but four queue), and
+/// Runs each phase's steps at once while writes are paused (so all but the first 16 queue), and
 /// takes a snapshot after each phase.
 async fn scenario(server: &TestServer, client: &Client, p: &str) -> Vec<Vec<String>> {
     use Step::*;
     let phases: Vec<Vec<Step>> = vec![
-        (0..8)
+        (0..12)
             .flat_map(|i| [Read(i), Write(i), Fenced(i), Reentrant(i)])
             .collect(),
-        (0..4)
+        (0..6)
             .map(ReadRelease)
-            .chain((0..8).flat_map(|i| [Reentrant(i), FencedRelease(i)]))
+            .chain((0..12).flat_map(|i| [Reentrant(i), FencedRelease(i)]))
             .collect(),
-        (0..8)
+        (0..12)
             .flat_map(|i| [WriteRelease(i), ReentrantRelease(i), ReentrantRelease(i)])
             .collect(),
     ];

@@ -31,10 +31,11 @@ fn an_operation_on_a_key_whose_batch_is_out_waits_for_it() {
     state.flights = 1;
     assert!(!goes_direct(&state, b"k"), "overtakes the batch out on k");
     assert!(goes_direct(&state, b"other"));
-    // Full flights, or anything queued, send everyone to the queue.
-    state.flights = MAX_IN_FLIGHT;
+    // Every lone slot out, or anything queued, sends everyone to the queue.
+    state.direct = MAX_DIRECT;
     assert!(!goes_direct(&state, b"other"));
-    state.flights = 1;
+    state.direct = MAX_DIRECT - 1;
+    assert!(goes_direct(&state, b"other"), "a free slot");
     state.queue.push(queued("x", "x"));
     assert!(!goes_direct(&state, b"other"));
 }

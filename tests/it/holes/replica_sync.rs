@@ -19,8 +19,9 @@ use redisson_lock::{Client, LockError};
 /// The replica sync timeout (`WAIT`'s): every flight with the replica stopped lasts this long.
 pub const SYNC: Duration = Duration::from_millis(500);
 const BOUND: Duration = Duration::from_secs(30);
-/// Acquires sent at once: twice the flights, so that with batching on some must queue.
-const AT_ONCE: usize = 8;
+/// Acquires sent at once: twice the lone operations a batching connection sends before it
+/// queues (16), so that with batching on at least 8 (`BATCH_MIN`) queue and leave as a batch.
+const AT_ONCE: usize = 32;
 /// The clients' response timeout. Synced writes of one client share its multiplexed
 /// connection, and `WAIT` blocks that connection on the server: with the replica stopped, the
 /// acquires' `WAIT`s (retries included) run one after another, each for its whole timeout. A
