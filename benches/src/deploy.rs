@@ -63,7 +63,9 @@ impl ServerBin {
                     "/../target/valkey-8.1.8/valkey-server"
                 );
                 let path = if is_executable(Path::new(pinned)) {
-                    Some(pinned.to_owned())
+                    std::fs::canonicalize(pinned)
+                        .ok()
+                        .map(|p| p.to_string_lossy().into_owned())
                 } else {
                     on_path("valkey-server")
                 };
@@ -221,7 +223,8 @@ fn main_figure(key: &str) -> bool {
     match parts.as_slice() {
         ["w0", "p16_rps" | "p1_rps" | "rtt_us" | "ceiling"] => true,
         ["w1", _, "p50_us"] => true,
-        ["w2", _, _, "cps" | "server_us" | "server_util" | "client_us"] => true,
+        ["w2", _, _, "cps"] => true,
+        ["w2", _, "64", "server_us" | "server_util"] => true,
         ["w3" | "w3w", _, "hps" | "p50_ms" | "maxwait_ms"] => true,
         ["wc", ..] => matches!(parts.last(), Some(&"cps")),
         _ => false,

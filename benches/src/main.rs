@@ -175,9 +175,9 @@ fn main() {
 }
 
 fn machine() -> String {
-    let nproc = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    // The machine's CPUs, not this (possibly pinned) process's share of them.
+    // SAFETY: sysconf has no preconditions.
+    let nproc = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -322,7 +322,7 @@ async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
     let mut runs: Vec<Run> = Vec::new();
     for r in 0..args.runs {
         let mut run = Run::default();
-        run.note("deploy.pinning", pin::describe());
+        run.set("deploy.pinned", f64::from(u8::from(pin::pinned())));
         say(format!("run {}/{}: W0", r + 1, args.runs));
         workloads::w0(&target, &plan, &mut admin, &mut run).await?;
         say(format!(

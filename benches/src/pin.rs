@@ -204,14 +204,9 @@ pub fn describe() -> String {
 }
 
 /// Every W2 row's throughput and server busy share, when the run was pinned (its
-/// `deploy.pinning` note says so): the pinned server's core is the bound to watch.
+/// `deploy.pinned` figure is 1): the pinned server's core is the bound to watch.
 pub fn busy_table(r: &crate::report::Report) -> Option<String> {
-    let pinned = r.runs.iter().any(|run| {
-        run.notes
-            .get("deploy.pinning")
-            .is_some_and(|p| p.as_str() != "no CPU pinning")
-    });
-    if !pinned {
+    if r.med("deploy.pinned") != Some(1.0) {
         return None;
     }
     let mut rows: Vec<(String, usize)> = r
