@@ -248,7 +248,12 @@ pub fn side_by_side(sections: &[Section], w2_tasks: &[usize]) -> String {
         .flat_map(|r| r.f.keys())
         .filter(|k| main_figure(k))
         .collect();
-    keys.sort();
+    // Numeric parts in numeric order (w2.ours.16 before w2.ours.256).
+    keys.sort_by_key(|k| {
+        k.split('.')
+            .map(|p| (p.parse::<u64>().unwrap_or(u64::MAX), p.to_owned()))
+            .collect::<Vec<_>>()
+    });
     keys.dedup();
     let mut out = String::from("| figure (median) |");
     for s in sections {
@@ -281,6 +286,34 @@ pub fn side_by_side(sections: &[Section], w2_tasks: &[usize]) -> String {
         }
         out.push('\n');
     }
+    // The comparisons, within each server.
+    let mut tasks: Vec<usize> = w2_tasks.to_vec();
+    tasks.sort_unstable();
+    for n in tasks {
+        for (a, b) in [
+            ("ours", "rslock"),
+            ("ours-batch", "ours"),
+            ("ours-batch", "rslock"),
+        ] {
+            let ratios: Vec<Option<f64>> = reports
+                .iter()
+                .map(|r| {
+                    let x = r.med(&format!("w2.{a}.{n}.cps"))?;
+                    let y = r.med(&format!("w2.{b}.{n}.cps"))?;
+                    (y > 0.0).then(|| x / y)
+                })
+                .collect();
+            if ratios.iter().all(Option::is_none) {
+                continue;
+            }
+            let _ = write!(out, "| W2 {n} cycles/s, {a} / {b} |");
+            for r in &ratios {
+                let _ = write!(out, " {} |", r.map_or("—".into(), |v| format!("{v:.2}×")));
+            }
+            out.push_str(&" |".repeat(sections.len() - 1));
+            out.push('\n');
+        }
+    }
     out
 }
 
@@ -303,7 +336,10 @@ mod tests {
             Section {
                 label: "redis".into(),
                 header: "## a".into(),
-                runs: vec![run(&[("w2.ours.64.cps", 1000.0)])],
+                runs: vec![run(&[
+                    ("w2.ours.64.cps", 1000.0),
+                    ("w2.rslock.64.cps", 800.0),
+                ])],
             },
             Section {
                 label: "valkey".into(),
@@ -327,6 +363,10 @@ mod tests {
         let table = side_by_side(&back, &[64]);
         assert!(
             table.contains("| `w2.ours.64.cps` | 1,000 | 1,500 | 1.50× |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| W2 64 cycles/s, ours / rslock | 1.25× | — | |"),
             "{table}"
         );
     }
