@@ -268,6 +268,44 @@ mod tests {
     }
 
     #[test]
+    fn a_cpu_the_process_lacks_is_refused() {
+        let e = init(Pinning {
+            server: Some(vec![1023]),
+            client: None,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--server-cpus: CPU 1023 is not available"),
+            "{e}"
+        );
+        assert!(PINNING.get().is_none(), "recorded despite the refusal");
+    }
+
+    #[test]
+    fn busy_table_only_when_pinned() {
+        let mut run = crate::workloads::Run::default();
+        run.set("w2.ours.64.cps", 40_000.0);
+        run.set("w2.ours.64.server_util", 0.93);
+        run.set("w2.ours.64.server_us", 9.5);
+        run.set("w2.ours.64.client_us", 30.0);
+        run.set("deploy.pinned", 0.0);
+        let table = |run: &crate::workloads::Run| {
+            busy_table(&crate::report::Report {
+                runs: std::slice::from_ref(run),
+                w2_tasks: &[],
+            })
+        };
+        assert!(table(&run).is_none());
+        run.set("deploy.pinned", 1.0);
+        let t = table(&run).unwrap();
+        assert!(
+            t.contains("| ours | 64 | 40,000 | 0.93 | 9.50 | 30.0 |"),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn formats_ranges() {
         assert_eq!(format_cpus(&[0, 1, 2, 3, 5, 7, 8]), "0-3,5,7-8");
         assert_eq!(format_cpus(&[1]), "1");
