@@ -210,7 +210,7 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     if let Some(t) = cluster::table(&report) {
         println!("\nWC: W2 over an N-master cluster (one client process):\n\n{t}");
     }
-    if let Some(t) = pin::busy_table(&report) {
+    if let Some(t) = deploy::busy_table(&report) {
         println!("\nW2, server busy share per row (pinned):\n\n{t}");
     }
     println!("\nPer run (the medians above hide this spread):\n");

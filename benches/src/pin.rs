@@ -203,55 +203,6 @@ pub fn describe() -> String {
     )
 }
 
-/// Every W2 row's throughput and server busy share, when the run was pinned (its
-/// `deploy.pinned` figure is 1): the pinned server's core is the bound to watch.
-pub fn busy_table(r: &crate::report::Report) -> Option<String> {
-    if r.med("deploy.pinned") != Some(1.0) {
-        return None;
-    }
-    let mut rows: Vec<(String, usize)> = r
-        .runs
-        .iter()
-        .flat_map(|run| run.f.keys())
-        .filter_map(|k| {
-            let p: Vec<&str> = k.split('.').collect();
-            match p.as_slice() {
-                ["w2", lib, n, "server_util"] => Some((lib.to_string(), n.parse().ok()?)),
-                _ => None,
-            }
-        })
-        .collect();
-    rows.sort();
-    rows.dedup();
-    if rows.is_empty() {
-        return None;
-    }
-    let mut out = String::from(
-        "| library | tasks | cycles/s | server busy (share of its core) | server µs/cycle | client µs/cycle |\n|---|---|---|---|---|---|\n",
-    );
-    for (lib, n) in rows {
-        let f = |k: &str, d: usize| {
-            r.med(&format!("w2.{lib}.{n}.{k}"))
-                .map(|v| {
-                    if v >= 1000.0 {
-                        crate::report::int(v)
-                    } else {
-                        format!("{v:.d$}")
-                    }
-                })
-                .unwrap_or_else(|| "—".into())
-        };
-        out.push_str(&format!(
-            "| {lib} | {n} | {} | {} | {} | {} |\n",
-            f("cps", 0),
-            f("server_util", 2),
-            f("server_us", 2),
-            f("client_us", 1)
-        ));
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,29 +231,6 @@ mod tests {
             "{e}"
         );
         assert!(PINNING.get().is_none(), "recorded despite the refusal");
-    }
-
-    #[test]
-    fn busy_table_only_when_pinned() {
-        let mut run = crate::workloads::Run::default();
-        run.set("w2.ours.64.cps", 40_000.0);
-        run.set("w2.ours.64.server_util", 0.93);
-        run.set("w2.ours.64.server_us", 9.5);
-        run.set("w2.ours.64.client_us", 30.0);
-        run.set("deploy.pinned", 0.0);
-        let table = |run: &crate::workloads::Run| {
-            busy_table(&crate::report::Report {
-                runs: std::slice::from_ref(run),
-                w2_tasks: &[],
-            })
-        };
-        assert!(table(&run).is_none());
-        run.set("deploy.pinned", 1.0);
-        let t = table(&run).unwrap();
-        assert!(
-            t.contains("| ours | 64 | 40,000 | 0.93 | 9.50 | 30.0 |"),
-            "{t}"
-        );
     }
 
     #[test]

@@ -33,6 +33,28 @@ impl Drop for Server {
     }
 }
 
+/// The server binary [`start`] runs (set per `--server` section); `REDIS_SERVER_BIN` or
+/// `redis-server` until set.
+static BIN: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+pub fn use_bin(path: &str) {
+    if let Ok(mut b) = BIN.write() {
+        *b = Some(path.to_owned());
+    }
+}
+
+pub fn bin() -> String {
+    BIN.read()
+        .ok()
+        .and_then(|b| b.clone())
+        .or_else(|| {
+            std::env::var("REDIS_SERVER_BIN")
+                .ok()
+                .filter(|b| !b.is_empty())
+        })
+        .unwrap_or_else(|| "redis-server".into())
+}
+
 /// Servers started so far: the next one's index for [`crate::pin::server_cpus`] (round robin).
 static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -45,7 +67,7 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Starts the chosen server binary ([`crate::deploy::current`]: `redis-server` unless
+/// Starts the chosen server binary ([`bin`]: `redis-server` unless
 /// `--server` says otherwise; persistence off) on 127.0.0.1 and waits until it answers PING.
 pub fn start() -> Result<(Server, Target)> {
     start_with(&[])
@@ -54,7 +76,7 @@ pub fn start() -> Result<(Server, Target)> {
 /// [`start`] with `extra` arguments (a cluster node's), pinned as the `index`-th server
 /// ([`crate::pin::server_cpus`]). The port's bus port (`port + 10000`) is free too.
 pub fn start_with(extra: &[&str]) -> Result<(Server, Target)> {
-    let bin = crate::deploy::current().path;
+    let bin = bin();
     let index = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut last = String::from("no free port with a free bus port (port + 10000)");
     for attempt in 0..20 {
