@@ -6,6 +6,7 @@
 //!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
 //!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
+//!     [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]
 //! ```
 //!
 //! It starts its own `redis-server` on a free loopback port (or uses `REDIS_URL`, loopback only),
@@ -13,8 +14,16 @@
 //! (`docs/benchmarks.svg` by default). Every figure of every run is saved (`--save`, default
 //! `benches/target/last-run.tsv`); `--replay FILE` re-renders table and chart from such a file
 //! without measuring. W3 and W3w spawn this binary twice with `--child`.
+//!
+//! Deployment (issue 24 item 4): `--server` picks the server binary (several: the plan runs once
+//! per server, one table each plus the main figures side by side); `--server-cpus` and
+//! `--client-cpus` pin the servers and this process (`taskset -c` lists); `--only wc` runs W2 over
+//! 1-, 3- and 6-master clusters (`cluster.rs`; not in the default plan: it takes ~2 minutes).
 
+mod cluster;
+mod deploy;
 mod libs;
+mod pin;
 mod report;
 mod server;
 mod util;
@@ -22,6 +31,7 @@ mod workloads;
 
 use std::time::Instant;
 
+use deploy::{Section, ServerBin};
 use libs::{Kind, Lib};
 use util::Result;
 use workloads::{ChildArgs, Plan, Run};
@@ -35,6 +45,8 @@ struct Args {
     save: Option<String>,
     replay: Option<String>,
     child: Option<ChildArgs>,
+    servers: Vec<ServerBin>,
+    pinning: pin::Pinning,
 }
 
 fn value(args: &[String], i: &mut usize) -> Result<String> {
@@ -58,6 +70,8 @@ fn parse_args() -> Result<Args> {
         save: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/target/last-run.tsv").to_string()),
         replay: None,
         child: None,
+        servers: vec![ServerBin::default_bin()],
+        pinning: pin::Pinning::default(),
     };
     let mut child_mode: Option<String> = None;
     let (mut kind, mut url, mut start_ns, mut secs, mut proc, mut tasks) =
@@ -81,6 +95,9 @@ fn parse_args() -> Result<Args> {
             "--save" => a.save = Some(value(&args, &mut i)?),
             "--replay" => a.replay = Some(value(&args, &mut i)?),
             "--child" => child_mode = Some(value(&args, &mut i)?),
+            "--server" => a.servers = deploy::parse_servers(&value(&args, &mut i)?)?,
+            "--server-cpus" => a.pinning.server = Some(pin::parse_cpus(&value(&args, &mut i)?)?),
+            "--client-cpus" => a.pinning.client = Some(pin::parse_cpus(&value(&args, &mut i)?)?),
             "--lib" => {
                 let v = value(&args, &mut i)?;
                 kind = Kind::parse(&v).ok_or_else(|| format!("unknown library {v}"))?;
@@ -92,7 +109,7 @@ fn parse_args() -> Result<Args> {
             "--tasks" => tasks = value(&args, &mut i)?.parse()?,
             "--rt" => current_thread = value(&args, &mut i)? == "current",
             "-h" | "--help" => {
-                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH]",
+                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,wc] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
                     Kind::ALL.map(Kind::key).join(","));
                 std::process::exit(0);
             }
@@ -133,6 +150,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if args.child.is_none() {
+        // Before the runtime's threads exist: they (and every child process) inherit the set.
+        if let Err(e) = pin::init(args.pinning.clone()) {
+            eprintln!("locks: {e}");
+            std::process::exit(2);
+        }
+    }
     let rt = match &args.child {
         Some(c) if c.current_thread => tokio::runtime::Builder::new_current_thread(),
         _ => tokio::runtime::Builder::new_multi_thread(),
@@ -151,9 +175,9 @@ fn main() {
 }
 
 fn machine() -> String {
-    let nproc = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
+    // The machine's CPUs, not this (possibly pinned) process's share of them.
+    // SAFETY: sysconf has no preconditions.
+    let nproc = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -163,13 +187,13 @@ fn machine() -> String {
                 .map(|(_, v)| v.trim().to_owned())
         })
         .unwrap_or_else(|| "?".into());
-    let redis = std::process::Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|| "?".into());
-    format!("{nproc} CPUs ({model}); {redis}")
+    let server = deploy::current();
+    format!(
+        "{nproc} CPUs ({model}); {} ({}); {}",
+        server.version(),
+        server.path,
+        pin::describe()
+    )
 }
 
 fn loadavg() -> String {
@@ -183,6 +207,12 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     let report = report::Report { runs, w2_tasks };
     println!("{header}\n");
     print!("{}", report.table());
+    if let Some(t) = cluster::table(&report) {
+        println!("\nWC: W2 over an N-master cluster (one client process):\n\n{t}");
+    }
+    if let Some(t) = deploy::busy_table(&report) {
+        println!("\nW2, server busy share per row (pinned):\n\n{t}");
+    }
     println!("\nPer run (the medians above hide this spread):\n");
     print!("{}", report.per_run());
     let notes = report.notes();
@@ -202,51 +232,70 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     Ok(())
 }
 
-/// Every figure of every run, one per line: `header\t<text>`, `f\t<run>\t<key>\t<value>`,
-/// `n\t<run>\t<key>\t<text>`.
-fn save(header: &str, runs: &[Run]) -> String {
-    let mut out = format!("header\t{header}\n");
-    for (i, r) in runs.iter().enumerate() {
-        for (k, v) in &r.f {
-            out.push_str(&format!("f\t{i}\t{k}\t{v}\n"));
-        }
-        for (k, v) in &r.notes {
-            out.push_str(&format!("n\t{i}\t{k}\t{}\n", v.replace(['\t', '\n'], " ")));
-        }
-    }
-    out
-}
-
-/// Re-renders a saved run (table and chart) without measuring anything.
+/// Re-renders a saved run (tables and chart) without measuring anything.
 fn replay(path: &str, svg: Option<&str>) -> Result<()> {
     let text = std::fs::read_to_string(path)?;
-    let mut header = String::new();
-    let mut runs: Vec<Run> = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.splitn(4, '\t').collect();
-        match f.as_slice() {
-            ["header", h] => header = (*h).to_owned(),
-            ["f" | "n", i, k, v] => {
-                let i: usize = i.parse()?;
-                while runs.len() <= i {
-                    runs.push(Run::default());
-                }
-                if f[0] == "f" {
-                    runs[i].set(*k, v.parse::<f64>()?);
-                } else {
-                    runs[i].note(*k, *v);
-                }
-            }
-            _ => return Err(format!("{path}: unexpected line {line}").into()),
+    render_all(&deploy::load(path, &text)?, &Plan::quick().w2_tasks, svg)
+}
+
+/// One section per server; with several, each under its label, then the main figures side by
+/// side. The chart shows the first server.
+fn render_all(sections: &[Section], w2_tasks: &[usize], svg: Option<&str>) -> Result<()> {
+    for (i, s) in sections.iter().enumerate() {
+        if sections.len() > 1 {
+            println!("\n# Server: {}\n", s.label);
         }
+        render(
+            &s.header,
+            &s.runs,
+            w2_tasks,
+            if i == 0 { svg } else { None },
+        )?;
     }
-    render(&header, &runs, &Plan::quick().w2_tasks, svg)
+    if sections.len() > 1 {
+        println!(
+            "\n# Servers side by side (medians; ratios to {})\n",
+            sections[0].label
+        );
+        print!("{}", deploy::side_by_side(sections, w2_tasks));
+    }
+    Ok(())
 }
 
 async fn orchestrate(args: Args) -> Result<()> {
     if let Some(path) = &args.replay {
         return replay(path, args.svg.as_deref());
     }
+    if args.servers.len() > 1 && server::from_env()?.is_some() {
+        return Err("--server with several servers cannot use REDIS_URL (unset it)".into());
+    }
+    let plan = if args.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    let mut sections = Vec::new();
+    for bin in &args.servers {
+        deploy::use_bin(bin);
+        server::reset_cpu_round_robin();
+        sections.push(measure(&args, bin).await?);
+    }
+    if let Some(path) = &args.save {
+        // The default lives under the bench crate's target/, which another CARGO_TARGET_DIR
+        // never creates.
+        if let Some(dir) = std::path::Path::new(path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, deploy::save(&sections))?;
+        eprintln!("figures saved to {path} (re-render with --replay {path})");
+    }
+    render_all(&sections, &plan.w2_tasks, args.svg.as_deref())?;
+    eprintln!("done");
+    Ok(())
+}
+
+/// The whole plan against one server binary.
+async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
     let load_start = loadavg();
     let plan = if args.quick {
         Plan::quick()
@@ -262,12 +311,18 @@ async fn orchestrate(args: Args) -> Result<()> {
     };
     let began = Instant::now();
     let say = |msg: String| eprintln!("[{:6.1}s] {msg}", began.elapsed().as_secs_f64());
-    say(format!("server {} ; {}", target.url, machine()));
+    say(format!(
+        "server {} {} ; {}",
+        bin.label,
+        target.url,
+        machine()
+    ));
     let mut admin = server::connect(&target).await?;
     let on = |w: &str| args.only.iter().any(|o| o == w);
     let mut runs: Vec<Run> = Vec::new();
     for r in 0..args.runs {
         let mut run = Run::default();
+        run.set("deploy.pinned", f64::from(u8::from(pin::pinned())));
         say(format!("run {}/{}: W0", r + 1, args.runs));
         workloads::w0(&target, &plan, &mut admin, &mut run).await?;
         say(format!(
@@ -374,6 +429,13 @@ async fn orchestrate(args: Args) -> Result<()> {
                 run.note("fail.mw.ours", e.to_string());
             }
         }
+        if on("wc") {
+            say("  WC: W2 over 1-, 3- and 6-master clusters".into());
+            if let Err(e) = cluster::wc(&args.libs, &mut run, &say).await {
+                say(format!("  WC failed: {e}"));
+                run.note("fail.wc.ours", e.to_string());
+            }
+        }
         if on("rl") && args.libs.contains(&Kind::Ours) {
             say("  RedLock over 3 and 5 servers (5 more redis-servers)".into());
             if let Err(e) = workloads::redlock(&plan, &mut run).await {
@@ -393,18 +455,10 @@ async fn orchestrate(args: Args) -> Result<()> {
         loadavg(),
         began.elapsed().as_secs_f64()
     );
-    if let Some(path) = &args.save {
-        // The default lives under the bench crate's target/, which another CARGO_TARGET_DIR
-        // never creates.
-        if let Some(dir) = std::path::Path::new(path).parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(path, save(&header, &runs))?;
-        say(format!(
-            "figures saved to {path} (re-render with --replay {path})"
-        ));
-    }
-    render(&header, &runs, &plan.w2_tasks, args.svg.as_deref())?;
-    say("done".into());
-    Ok(())
+    say(format!("{} done", bin.label));
+    Ok(Section {
+        label: bin.label.clone(),
+        header,
+        runs,
+    })
 }

@@ -33,27 +33,71 @@ impl Drop for Server {
     }
 }
 
+/// The server binary [`start`] runs (set per `--server` section); `REDIS_SERVER_BIN` or
+/// `redis-server` until set.
+static BIN: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+pub fn use_bin(path: &str) {
+    if let Ok(mut b) = BIN.write() {
+        *b = Some(path.to_owned());
+    }
+}
+
+pub fn bin() -> String {
+    BIN.read()
+        .ok()
+        .and_then(|b| b.clone())
+        .or_else(|| {
+            std::env::var("REDIS_SERVER_BIN")
+                .ok()
+                .filter(|b| !b.is_empty())
+        })
+        .unwrap_or_else(|| "redis-server".into())
+}
+
+/// Servers started so far: the next one's index for [`crate::pin::server_cpus`] (round robin).
+static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Restarts the round robin of server CPUs (each cluster starts its masters from the first CPU).
+pub fn reset_cpu_round_robin() {
+    STARTED.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Starts `redis-server` (persistence off) on 127.0.0.1 and waits until it answers PING.
+/// Starts the chosen server binary ([`bin`]: `redis-server` unless
+/// `--server` says otherwise; persistence off) on 127.0.0.1 and waits until it answers PING.
 pub fn start() -> Result<(Server, Target)> {
-    let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-    let mut last = String::new();
-    for attempt in 0..5 {
+    start_with(&[])
+}
+
+/// [`start`] with `extra` arguments (a cluster node's), pinned as the `index`-th server
+/// ([`crate::pin::server_cpus`]). The port's bus port (`port + 10000`) is free too.
+pub fn start_with(extra: &[&str]) -> Result<(Server, Target)> {
+    let bin = bin();
+    let index = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut last = String::from("no free port with a free bus port (port + 10000)");
+    for attempt in 0..20 {
         let port = free_port()?;
+        if port > 55_000 || TcpListener::bind(("127.0.0.1", port + 10_000)).is_err() {
+            continue;
+        }
         let dir = std::env::temp_dir().join(format!(
             "redisson-lock-bench-{}-{attempt}-{port}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir)?;
-        let child = Command::new(&bin)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = Command::new(&bin);
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--maxclients", "20000"])
+            .args(extra)
             .arg("--dir")
-            .arg(&dir)
+            .arg(&dir);
+        crate::pin::pin_server(&mut cmd, index);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -67,7 +111,7 @@ pub fn start() -> Result<(Server, Target)> {
         if wait_ready(&target, Duration::from_secs(10)) {
             return Ok((server, target));
         }
-        last = format!("redis-server on port {port} did not answer");
+        last = format!("{bin} on port {port} did not answer");
         drop(server);
     }
     Err(last.into())
