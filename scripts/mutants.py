@@ -691,6 +691,22 @@ MUTANTS = [
         "group commit: an operation on a key whose batch is out takes a free flight and overtakes it (the trim before the cancelled acquire)",
     ),
     (
+        "batch-small-queue",
+        "src/conn/batch.rs",
+        """pub(crate) const BATCH_MIN: usize = 8;""",
+        """pub(crate) const BATCH_MIN: usize = 2;""",
+        ["--test", "batching", "a_few_queued_operations_leave_as_their_own_scripts_not_a_batch"],
+        "group commit (issue 24): a queue of two or three leaves as a batch script, which costs the server more than the scripts alone",
+    ),
+    (
+        "batch-same-key-pipelined",
+        "src/conn/batch.rs",
+        """        if group.len() >= BATCH_MIN || !distinct_keys(&group) {""",
+        """        if group.len() >= BATCH_MIN {""",
+        ["--lib", "conn::batch::tests::only_groups_that_pay_become_batches"],
+        "group commit (issue 24): two queued operations on one key go as separate calls, whose order only a batch script keeps on every topology",
+    ),
+    (
         "batch-queue-overtakes",
         "src/conn/batch.rs",
         """        if state.out.contains_key(&key) || blocked.contains(&key) {""",

@@ -225,43 +225,39 @@ impl Batcher {
         // drop with it (their callers see the connection closed) and the batch ends.
         self.runtime.spawn(async move {
             let out = Arc::new(out);
-            let mut groups = this.group(queued).into_iter();
-            let Some(first) = groups.next() else { return };
-            for group in groups {
+            let (batches, alone) = this.group(queued);
+            for group in batches {
                 let (this, out) = (this.clone(), out.clone());
                 this.runtime.clone().spawn(async move {
                     this.send(group).await;
                     drop(out);
                 });
             }
-            this.send(first).await;
+            this.send_each(alone).await;
         });
     }
 
-    /// Splits a queue into batches, one per hash slot on a cluster (one in all otherwise),
-    /// keeping the queue's order within each. Operations whose caller is already gone are left
-    /// out: they never run, which their callers' clean-up (a trim to the known count) treats
-    /// like any unknown outcome.
-    fn group(&self, queued: Vec<Queued>) -> Vec<Vec<Queued>> {
-        let mut groups: Vec<(Option<Slot>, Vec<Queued>)> = Vec::new();
-        for q in queued.into_iter().filter(|q| !q.tx.is_closed()) {
-            let slot = self.cluster.then(|| slot_of(q.lock_key()));
-            match groups.iter_mut().find(|(s, _)| *s == slot) {
-                Some((_, group)) => group.push(q),
-                None => groups.push((slot, vec![q])),
-            }
-        }
-        groups.into_iter().map(|(_, g)| g).collect()
+    /// Splits a queue by hash slot on a cluster (one group in all otherwise), keeping the
+    /// queue's order within each: a group of at least [`BATCH_MIN`] operations, or with two on
+    /// one key, is a batch; the operations of the other groups go each as its own script call
+    /// (returned together: on a cluster, many slots with one queued operation each).
+    /// Operations whose caller is already gone are left out: they never run, which their
+    /// callers' clean-up (a trim to the known count) treats like any unknown outcome.
+    fn group(&self, queued: Vec<Queued>) -> (Vec<Vec<Queued>>, Vec<Queued>) {
+        split(queued, self.cluster)
     }
 
-    /// Sends a few operations each as its own script call, at once and in order (several
-    /// operations on one key go in a batch script instead, which keeps their order on every
-    /// topology). Without replica sync they travel as one pipeline (one request to redis-rs,
-    /// one reply each: a server error is that operation's own); with it, each is followed by
-    /// its `WAIT` as it would be alone.
+    /// Sends operations each as its own script call, at once and in order (no two on one key:
+    /// those go in a batch script, which keeps their order on every topology). On one server
+    /// and without replica sync they travel as one pipeline (one request to redis-rs, one reply
+    /// each: a server error is that operation's own); on a cluster (their slots differ) or with
+    /// sync (each followed by its `WAIT`), each is sent as it would be alone.
     async fn send_each(&self, group: Vec<Queued>) {
+        if group.is_empty() {
+            return;
+        }
         let mut conn = self.conn.clone();
-        if group.iter().all(|q| !q.synced) {
+        if group.len() > 1 && !self.cluster && group.iter().all(|q| !q.synced) {
             let mut pipe = redis::pipe();
             for q in &group {
                 pipe.add_command(q.cmd.clone());
@@ -311,10 +307,6 @@ impl Batcher {
     /// Sends one batch and hands each operation its reply. The batch is followed by `WAIT`
     /// when any of its operations asked for replica sync; a shortfall fails only those.
     async fn send(&self, group: Vec<Queued>) {
-        if group.len() < BATCH_MIN && distinct_keys(&group) {
-            self.send_each(group).await;
-            return;
-        }
         let mut conn = self.conn.clone();
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batched_ops
@@ -355,6 +347,32 @@ impl Batcher {
             }
         }
     }
+}
+
+/// [`Batcher::group`]: by slot when `cluster`.
+#[allow(clippy::type_complexity)]
+fn split(queued: Vec<Queued>, cluster: bool) -> (Vec<Vec<Queued>>, Vec<Queued>) {
+    let mut groups: Vec<Vec<Queued>> = Vec::new();
+    let mut index: HashMap<Option<Slot>, usize> = HashMap::new();
+    for q in queued.into_iter().filter(|q| !q.tx.is_closed()) {
+        let slot = cluster.then(|| slot_of(q.lock_key()));
+        match index.get(&slot) {
+            Some(&i) => groups[i].push(q),
+            None => {
+                index.insert(slot, groups.len());
+                groups.push(vec![q]);
+            }
+        }
+    }
+    let (mut batches, mut alone) = (Vec::new(), Vec::new());
+    for group in groups {
+        if group.len() >= BATCH_MIN || !distinct_keys(&group) {
+            batches.push(group);
+        } else {
+            alone.extend(group);
+        }
+    }
+    (batches, alone)
 }
 
 /// Whether no two operations of `group` are on the same lock key.

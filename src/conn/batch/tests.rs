@@ -134,3 +134,52 @@ fn only_calls_whose_counts_fit_a_header_byte_are_batched() {
     short.arg(scripts::LOCK.get_hash()).arg(3).arg("k");
     assert_eq!(parse(&short), None, "fewer keys than it says");
 }
+
+/// A queued operation whose caller still waits (its receiver is kept).
+fn live(key: &str, keep: &mut Vec<oneshot::Receiver<Outcome>>) -> Queued {
+    let (tx, rx) = oneshot::channel();
+    keep.push(rx);
+    Queued {
+        tx,
+        ..queued(key, key)
+    }
+}
+
+#[test]
+fn only_groups_that_pay_become_batches() {
+    let mut keep = Vec::new();
+    // One server: a few distinct keys go alone; BATCH_MIN of them make a batch.
+    let few: Vec<Queued> = (0..3).map(|i| live(&format!("k{i}"), &mut keep)).collect();
+    let (batches, alone) = split(few, false);
+    assert!(batches.is_empty());
+    assert_eq!(alone.len(), 3);
+    let many: Vec<Queued> = (0..BATCH_MIN)
+        .map(|i| live(&format!("k{i}"), &mut keep))
+        .collect();
+    let (batches, alone) = split(many, false);
+    assert_eq!(
+        (batches.len(), batches[0].len(), alone.len()),
+        (1, BATCH_MIN, 0)
+    );
+    // Two operations on one key keep their order in a batch script, however few.
+    let (batches, alone) = split(vec![live("k", &mut keep), live("k", &mut keep)], false);
+    assert_eq!((batches.len(), alone.len()), (1, 0));
+    // A caller already gone is left out.
+    let (batches, alone) = split(vec![queued("gone", "gone")], false);
+    assert!(batches.is_empty() && alone.is_empty());
+}
+
+#[test]
+fn on_a_cluster_a_full_slot_is_a_batch_and_lone_slots_go_alone_together() {
+    let mut keep = Vec::new();
+    let mut ops: Vec<Queued> = (0..BATCH_MIN)
+        .map(|i| live(&format!("{{hot}}:{i}"), &mut keep))
+        .collect();
+    ops.extend(["a", "b", "c"].map(|k| live(k, &mut keep)));
+    let (batches, alone) = split(ops, true);
+    assert_eq!(batches.len(), 1);
+    assert!(batches[0]
+        .iter()
+        .all(|q| q.lock_key().starts_with(b"{hot}")));
+    assert_eq!(tags(&alone), ["a", "b", "c"]);
+}
