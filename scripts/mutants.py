@@ -763,8 +763,8 @@ MUTANTS = [
     (
         "watchdog-first-batch-only",
         "src/watchdog.rs",
-        """.flat_map(|g| g.chunks(BATCH))""",
-        """.flat_map(|g| g.chunks(BATCH).take(1))""",
+        """.flat_map(|g| g.chunks(batch))""",
+        """.flat_map(|g| g.chunks(batch).take(1))""",
         ["--test", "holes", "watchdog_scale::"],
         "the renewal pass sends only the first 100-key batch of each kind and slot: holds past it expire",
     ),
@@ -845,7 +845,7 @@ MUTANTS = [
     (
         "batch-shortfall-dropped",
         "src/conn/batch.rs",
-        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),""",
+        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
         """                        (_, Err(e)) if q.synced => Err((e.clone(), None)),""",
         ["--test", "holes", "sentinel"],
         "group commit: a batched operation that no replica confirmed fails as a connection error, not is_no_synced_replicas",
@@ -853,8 +853,8 @@ MUTANTS = [
     (
         "batch-verdict-ignored",
         "src/conn/batch.rs",
-        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall)),""",
-        """                        (_, Err(e)) if q.synced && false => Err((e.clone(), shortfall)),""",
+        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
+        """                        (_, Err(e)) if q.synced && false => Err((e.clone(), shortfall.clone())),""",
         ["--test", "holes", "sentinel"],
         "group commit: a batch's WAIT verdict is ignored: acquires no replica confirmed succeed",
     ),
