@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
-//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
+//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm]
 //!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //! ```
@@ -14,6 +14,7 @@
 //! `benches/target/last-run.tsv`); `--replay FILE` re-renders table and chart from such a file
 //! without measuring. W3 and W3w spawn this binary twice with `--child`.
 
+mod contend;
 mod libs;
 mod report;
 mod server;
@@ -50,9 +51,11 @@ fn parse_args() -> Result<Args> {
     let mut a = Args {
         quick: false,
         runs: 0,
-        only: ["w0", "w1", "w2", "w3", "w3w", "wd", "mw", "rl"]
-            .map(String::from)
-            .to_vec(),
+        only: [
+            "w0", "w1", "w2", "w3", "w3w", "wd", "mw", "rl", "w3f", "w3rw", "rm",
+        ]
+        .map(String::from)
+        .to_vec(),
         libs: Kind::ALL.to_vec(),
         svg: Some(default_svg),
         save: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/target/last-run.tsv").to_string()),
@@ -63,6 +66,7 @@ fn parse_args() -> Result<Args> {
     let (mut kind, mut url, mut start_ns, mut secs, mut proc, mut tasks) =
         (Kind::Ours, String::new(), 0u64, 5.0f64, 0u32, 4u32);
     let mut current_thread = false;
+    let mut lock = contend::LockKind::Plain;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -91,8 +95,12 @@ fn parse_args() -> Result<Args> {
             "--proc" => proc = value(&args, &mut i)?.parse()?,
             "--tasks" => tasks = value(&args, &mut i)?.parse()?,
             "--rt" => current_thread = value(&args, &mut i)? == "current",
+            "--lock" => {
+                let v = value(&args, &mut i)?;
+                lock = contend::LockKind::parse(&v).ok_or_else(|| format!("unknown lock {v}"))?;
+            }
             "-h" | "--help" => {
-                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH]",
+                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH]",
                     Kind::ALL.map(Kind::key).join(","));
                 std::process::exit(0);
             }
@@ -114,6 +122,7 @@ fn parse_args() -> Result<Args> {
             proc,
             tasks,
             current_thread,
+            lock,
         });
     }
     if a.runs == 0 {
@@ -183,6 +192,11 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     let report = report::Report { runs, w2_tasks };
     println!("{header}\n");
     print!("{}", report.table());
+    let contention = contend::table(&report);
+    if !contention.is_empty() {
+        println!("\nFair and read-write locks under contention (issue 24 item 3; same run):\n");
+        print!("{contention}");
+    }
     println!("\nPer run (the medians above hide this spread):\n");
     print!("{}", report.per_run());
     let notes = report.notes();
@@ -354,6 +368,21 @@ async fn orchestrate(args: Args) -> Result<()> {
                     }
                 }
             }
+        }
+        if let Err(e) = contend::run_all(
+            &target,
+            &args.libs,
+            &on,
+            args.quick,
+            plan.w3_secs,
+            plan.w2_secs,
+            &mut admin,
+            &mut run,
+            &|m| say(m),
+        )
+        .await
+        {
+            say(format!("  contention workloads failed: {e}"));
         }
         if on("wd") && args.libs.contains(&Kind::Ours) {
             server::flushall(&mut admin).await?;
