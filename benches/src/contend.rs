@@ -388,9 +388,23 @@ pub async fn run_all(
             }
             server::flushall(admin).await?;
             say(format!("  RM {} x{n} (8:1, {w3_secs} s)", kind.key()));
+            let s0 = server::snapshot(admin).await?;
             if let Err(e) = rm(lib.clone(), kind, n, w3_secs, run).await {
                 say(format!("  RM {} x{n} failed: {e}", kind.key()));
                 run.note(format!("fail.rm.{}", kind.key()), e.to_string());
+                continue;
+            }
+            let s1 = server::snapshot(admin).await?;
+            // Per acquire (reads and writes; warm-up and the last cycles past the window
+            // included, so slightly high).
+            let key = |f: &str| format!("rm.{}.{n}.{f}", kind.key());
+            let ops = (run.get(&key("reads_ps")).unwrap_or(0.0)
+                + run.get(&key("writes_ps")).unwrap_or(0.0))
+                * w3_secs;
+            if ops > 0.0 {
+                let d = Delta::between(&s0, &s1);
+                run.set(key("evalsha_per_op"), d.calls("evalsha") as f64 / ops);
+                run.note(key("per_op"), d.per(ops));
             }
         }
     }
@@ -477,7 +491,7 @@ pub fn table(r: &Report<'_>) -> String {
                 && wmax.is_some_and(|m| m <= 100.0)
                 && ov == Some(0.0);
             rows.push(format!(
-                "| RM x{n} (8:1) | {k} | {} reads/s, {} writes/s | {} | {} (reads {}) | {} | {} | | reads ≥ 0.6× W2 x{n}; writer longest wait ≤ 100 ms; 0 overlaps | {} |",
+                "| RM x{n} (8:1) | {k} | {} reads/s, {} writes/s | {} | {} (reads {}) | {} | {} | {} EVALSHA per acquire | reads ≥ 0.6× W2 x{n}; writer longest wait ≤ 100 ms; 0 overlaps | {} |",
                 int(reads),
                 r.med(&key("writes_ps")).map_or("?".into(), int),
                 match (ratio, w2) {
@@ -488,6 +502,7 @@ pub fn table(r: &Report<'_>) -> String {
                 f1(r.med(&key("rmax_ms"))),
                 f2(r.med(&key("wp99_ms"))),
                 ov.map_or("?".into(), |v| format!("{v:.0}")),
+                f2(r.med(&key("evalsha_per_op"))),
                 met_text(ratio.is_some() && wmax.is_some() && ov.is_some(), ok),
             ));
         }
