@@ -588,6 +588,9 @@ mod tests {
     fn writers_are_one_in_nine() {
         let writers = (0..36).filter(|&i| rm_writer(i)).count();
         assert_eq!(writers, 4);
+        // 8 readers to 1 writer at any multiple of 9.
+        let writers = (0..72).filter(|&i| rm_writer(i)).count();
+        assert_eq!((72 - writers, writers), (64, 8));
         assert!(!rm_writer(0));
     }
 
