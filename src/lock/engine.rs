@@ -240,7 +240,17 @@ impl<K: LockKind> Lock<K> {
             .shared
             .kind
             .wait_channel(&self.shared.channel, &try_.hold.field);
-        self.client().pubsub().confirmed(&wait_channel)
+        let channel = self.client().pubsub().confirmed(&wait_channel)?;
+        {
+            // A release message that reached the channel after this owner's last wait had
+            // ended (it took the lock on a try, the message came after) left a stored wake-up:
+            // stale, as this owner is not waiting now. Taken here (a wake-up consumed by
+            // `enable` is not passed on), or the first try would be followed by a spurious one.
+            let stale = channel.notify().notified();
+            tokio::pin!(stale);
+            let _ = stale.as_mut().enable();
+        }
+        Some(channel)
     }
 
     /// Subscribes to the kind's wait channel, then tries again each time a release message

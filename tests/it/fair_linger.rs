@@ -29,16 +29,12 @@ async fn round(
     waiter: &Client,
     name: &str,
 ) -> (u64, u64, Instant) {
-    let held = holder
-        .get_fair_lock(name)
-        .lock_with_lease(Duration::from_secs(30))
-        .await
-        .unwrap();
+    let held = holder.get_fair_lock(name).lock().await.unwrap();
     let before = redisson::calls(server, "subscribe").await;
     let scripts = redisson::calls(server, "evalsha").await;
     let started = Instant::now();
     let lock = waiter.get_fair_lock(name).with_owner(LockOwner::new(1));
-    let wait = tokio::spawn(async move { lock.lock_with_lease(Duration::from_secs(30)).await });
+    let wait = tokio::spawn(async move { lock.lock().await });
     let mut raw = server.conn().await;
     let queued = eventually(WAIT, || {
         let mut raw = raw.clone();
