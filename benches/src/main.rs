@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
-//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl]
+//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm]
 //!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //!     [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]
@@ -21,6 +21,7 @@
 //! 1-, 3- and 6-master clusters (`cluster.rs`; not in the default plan: it takes ~2 minutes).
 
 mod cluster;
+mod contend;
 mod deploy;
 mod libs;
 mod pin;
@@ -62,9 +63,11 @@ fn parse_args() -> Result<Args> {
     let mut a = Args {
         quick: false,
         runs: 0,
-        only: ["w0", "w1", "w2", "w3", "w3w", "wd", "mw", "rl"]
-            .map(String::from)
-            .to_vec(),
+        only: [
+            "w0", "w1", "w2", "w3", "w3w", "wd", "mw", "rl", "w3f", "w3rw", "rm",
+        ]
+        .map(String::from)
+        .to_vec(),
         libs: Kind::ALL.to_vec(),
         svg: Some(default_svg),
         save: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/target/last-run.tsv").to_string()),
@@ -77,6 +80,7 @@ fn parse_args() -> Result<Args> {
     let (mut kind, mut url, mut start_ns, mut secs, mut proc, mut tasks) =
         (Kind::Ours, String::new(), 0u64, 5.0f64, 0u32, 4u32);
     let mut current_thread = false;
+    let mut lock = contend::LockKind::Plain;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -108,8 +112,12 @@ fn parse_args() -> Result<Args> {
             "--proc" => proc = value(&args, &mut i)?.parse()?,
             "--tasks" => tasks = value(&args, &mut i)?.parse()?,
             "--rt" => current_thread = value(&args, &mut i)? == "current",
+            "--lock" => {
+                let v = value(&args, &mut i)?;
+                lock = contend::LockKind::parse(&v).ok_or_else(|| format!("unknown lock {v}"))?;
+            }
             "-h" | "--help" => {
-                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,wc] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
+                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
                     Kind::ALL.map(Kind::key).join(","));
                 std::process::exit(0);
             }
@@ -131,6 +139,7 @@ fn parse_args() -> Result<Args> {
             proc,
             tasks,
             current_thread,
+            lock,
         });
     }
     if a.runs == 0 {
@@ -207,6 +216,11 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     let report = report::Report { runs, w2_tasks };
     println!("{header}\n");
     print!("{}", report.table());
+    let contention = contend::table(&report);
+    if !contention.is_empty() {
+        println!("\nFair and read-write locks under contention (issue 24 item 3; same run):\n");
+        print!("{contention}");
+    }
     if let Some(t) = cluster::table(&report) {
         println!("\nWC: W2 over an N-master cluster (one client process):\n\n{t}");
     }
@@ -409,6 +423,21 @@ async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
                     }
                 }
             }
+        }
+        if let Err(e) = contend::run_all(
+            &target,
+            &args.libs,
+            &on,
+            args.quick,
+            plan.w3_secs,
+            plan.w2_secs,
+            &mut admin,
+            &mut run,
+            &|m| say(m),
+        )
+        .await
+        {
+            say(format!("  contention workloads failed: {e}"));
         }
         if on("wd") && args.libs.contains(&Kind::Ours) {
             server::flushall(&mut admin).await?;

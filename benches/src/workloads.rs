@@ -376,6 +376,8 @@ pub struct ChildArgs {
     pub tasks: u32,
     /// Run the child on tokio's current-thread runtime instead of the multi-thread one.
     pub current_thread: bool,
+    /// Which lock W3 takes (W3f, W3rw: `crate::contend`).
+    pub lock: crate::contend::LockKind,
 }
 
 /// Child side: run the tasks, print `H proc task name req acq rel_s rel_e` per hold.
@@ -407,9 +409,9 @@ pub async fn child(a: ChildArgs) -> Result<()> {
             let (name_idx, name) = if a.wake {
                 (task, format!("w3w:{}:{task}", a.kind.key()))
             } else {
-                (0, format!("w3:{}", a.kind.key()))
+                (0, format!("{}:{}", a.lock.key(), a.kind.key()))
             };
-            let h = lib.handle(&name);
+            let h = crate::contend::handle(&lib, a.lock, &name)?;
             let mut rng = Rng::new((u64::from(a.proc) << 32 | u64::from(task)) ^ a.start_ns);
             let mut holds = Vec::new();
             while now_ns() < deadline {
@@ -506,19 +508,20 @@ pub struct Msg {
     pub at: u64,
 }
 
-struct TwoProcs {
-    holds: Vec<Hold>,
+pub(crate) struct TwoProcs {
+    pub(crate) holds: Vec<Hold>,
     msgs: Vec<Msg>,
-    start_ns: u64,
-    late: u64,
+    pub(crate) start_ns: u64,
+    pub(crate) late: u64,
 }
 
-async fn two_processes(
+pub(crate) async fn two_processes(
     t: &Target,
     kind: Kind,
     wake: bool,
     secs: f64,
     current_thread: bool,
+    lock: crate::contend::LockKind,
 ) -> Result<TwoProcs> {
     let exe = std::env::current_exe()?;
     let start_ns = now_ns() + 2_500_000_000;
@@ -534,6 +537,7 @@ async fn two_processes(
                 &secs.to_string(),
             ])
             .args(["--proc", &proc.to_string(), "--tasks", "4"])
+            .args(["--lock", lock.arg()])
             .args(if current_thread {
                 &["--rt", "current"][..]
             } else {
@@ -607,7 +611,7 @@ async fn two_processes(
         }
         let file = format!(
             "{dir}/{}-{}-{start_ns}.txt",
-            if wake { "w3w" } else { "w3" },
+            if wake { "w3w" } else { lock.key() },
             kind.key()
         );
         std::fs::write(file, text)?;
@@ -739,39 +743,7 @@ pub struct W3wStats {
 }
 
 pub async fn w3(t: &Target, kind: Kind, secs: f64, run: &mut Run) -> Result<()> {
-    let p = two_processes(t, kind, false, secs, false).await?;
-    let (start, late) = (p.start_ns, p.late);
-    let end = start + (secs * 1e9) as u64;
-    let s = analyze_w3(p.holds, start, end);
-    let k = kind.key();
-    run.set(format!("w3.{k}.hps"), s.in_window as f64 / secs);
-    run.set(
-        format!("w3.{k}.gap_p50_us"),
-        percentile(&s.gaps, 50.0) as f64 / 1e3,
-    );
-    run.set(
-        format!("w3.{k}.gap_p99_us"),
-        percentile(&s.gaps, 99.0) as f64 / 1e3,
-    );
-    if let Some(rtt) = run.get("w0.rtt_us") {
-        run.set(
-            format!("w3.{k}.gap_xrtt"),
-            percentile(&s.gaps, 50.0) as f64 / 1e3 / rtt,
-        );
-    }
-    run.set(
-        format!("w3.{k}.self_pct"),
-        100.0 * s.self_reacquire as f64 / s.handoffs.max(1) as f64,
-    );
-    run.set(format!("w3.{k}.maxwait_ms"), s.max_wait as f64 / 1e6);
-    run.set(
-        format!("w3.{k}.wait_p99_ms"),
-        percentile(&s.waits, 99.0) as f64 / 1e6,
-    );
-    run.set(format!("w3.{k}.overlaps"), s.overlaps as f64);
-    run.set(format!("w3.{k}.holders"), s.holders as f64);
-    run.set(format!("w3.{k}.late_ms"), late as f64 / 1e6);
-    Ok(())
+    crate::contend::w3_as(t, kind, crate::contend::LockKind::Plain, secs, run).await
 }
 
 /// `current_thread`: children on tokio's current-thread runtime; figures go under `<kind>-ct`.
@@ -782,7 +754,15 @@ pub async fn w3w(
     current_thread: bool,
     run: &mut Run,
 ) -> Result<()> {
-    let p = two_processes(t, kind, true, secs, current_thread).await?;
+    let p = two_processes(
+        t,
+        kind,
+        true,
+        secs,
+        current_thread,
+        crate::contend::LockKind::Plain,
+    )
+    .await?;
     let late = p.late;
     let st = analyze_w3w(&p.holds, &p.msgs);
     let (gaps, overlaps) = (&st.gaps, st.overlaps);

@@ -16,6 +16,7 @@ use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, GrantId, Hold, HoldKind, HoldState, Lease};
 use crate::observe::{self, Parked};
 use crate::owner::LockOwner;
+use crate::pubsub::Channel;
 use crate::raw::{Acquire, Delays, KindExt, LockKind, Op};
 use crate::retry::Retry;
 use crate::time::later;
@@ -194,6 +195,17 @@ impl<K: LockKind> Lock<K> {
             wait_ms: try_.wait_ms,
             armed: true,
         });
+        // A per-waiter channel still subscribed from this owner's last wait (the fair lock's
+        // linger): register on it before the first try, which then needs no second try.
+        if let Some(channel) = self.lingering(&try_, deadline) {
+            let taken = self.wait_on(&try_, deadline, channel).await?;
+            if taken.is_some() {
+                if let Some(e) = leave.as_mut() {
+                    e.armed = false;
+                }
+            }
+            return Ok(taken);
+        }
         // Fast path: one script, no subscription.
         // Its own statement: a future awaited in a `match` scrutinee lives to the end of the
         // match, so it would sit beside the wait loop's in every parked waiter.
@@ -214,6 +226,33 @@ impl<K: LockKind> Lock<K> {
         Ok(taken)
     }
 
+    /// The owner's per-waiter channel when a wait of it ended moments ago with a grant and the
+    /// channel is still subscribed ([`LINGER`]); only for an acquire that may wait.
+    fn lingering(&self, try_: &Try<'_>, deadline: Option<Instant>) -> Option<Arc<Channel>> {
+        if !K::SPEC.per_waiter_channel
+            || !try_.enqueue
+            || self.shared.kind.backoff().is_some()
+            || remaining(deadline).is_none()
+        {
+            return None;
+        }
+        let wait_channel = self
+            .shared
+            .kind
+            .wait_channel(&self.shared.channel, &try_.hold.field);
+        let channel = self.client().pubsub().confirmed(&wait_channel)?;
+        {
+            // A release message that reached the channel after this owner's last wait had
+            // ended (it took the lock on a try, the message came after) left a stored wake-up:
+            // stale, as this owner is not waiting now. Taken here (a wake-up consumed by
+            // `enable` is not passed on), or the first try would be followed by a spurious one.
+            let stale = channel.notify().notified();
+            tokio::pin!(stale);
+            let _ = stale.as_mut().enable();
+        }
+        Some(channel)
+    }
+
     /// Subscribes to the kind's wait channel, then tries again each time a release message
     /// arrives or the holder's TTL (as last seen) runs out, until taken or `deadline`.
     async fn wait(
@@ -223,7 +262,6 @@ impl<K: LockKind> Lock<K> {
         left: Duration,
         ttl_ms: i64,
     ) -> Result<Option<Granted>> {
-        let _parked = Parked::new(K::SPEC.name);
         let client = self.client();
         let wait_channel = self
             .shared
@@ -235,15 +273,39 @@ impl<K: LockKind> Lock<K> {
             Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
             Err(e) => return Err(e),
         };
+        tracing::trace!(lock = %self.name(), ttl_ms, "waiter subscribed");
+        self.wait_on(try_, deadline, channel).await
+    }
+
+    /// The wait loop on a subscribed `channel`: register for a wake-up, try, sleep until a
+    /// message or the TTL; until taken or `deadline`. A per-waiter channel outlives a wait that
+    /// ended with a grant by [`LINGER`], so the owner's next wait finds it subscribed.
+    async fn wait_on(
+        &self,
+        try_: &Try<'_>,
+        deadline: Option<Instant>,
+        channel: Arc<Channel>,
+    ) -> Result<Option<Granted>> {
+        let _parked = Parked::new(K::SPEC.name);
+        let client = self.client();
         let mut retry = Retry::attempts(client.config());
-        let mut last_ttl = ttl_ms;
+        let mut last_ttl = -1;
         loop {
             // Register for wake-ups *before* trying, so a release in between is not missed.
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let pause = match Box::pin(self.attempt(try_)).await {
-                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
+                Ok(Attempt::Taken(guard)) => {
+                    if K::SPEC.per_waiter_channel {
+                        let channel = channel.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(LINGER).await;
+                            drop(channel);
+                        });
+                    }
+                    return Ok(Some(guard));
+                }
                 Ok(Attempt::Held { ttl_ms }) => {
                     retry.reset();
                     last_ttl = ttl_ms;
@@ -456,6 +518,12 @@ impl<K: LockKind> Lock<K> {
         }
     }
 }
+
+/// How long a per-waiter channel (fair lock) stays subscribed after a wait that ended with a
+/// grant: an owner that waits again within it skips the `SUBSCRIBE`/`UNSUBSCRIBE` pair and the
+/// second try after subscribing (issue 24 item 3). Only this owner's queue turn is published
+/// there, so the lingering subscription receives nothing meanwhile.
+pub(crate) const LINGER: Duration = Duration::from_secs(1);
 
 /// Milliseconds since the Unix epoch (the fair lock's deadlines use client clocks, as Redisson).
 fn epoch_ms() -> u64 {

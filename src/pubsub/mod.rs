@@ -163,6 +163,13 @@ impl PubSub {
         }
     }
 
+    /// The live entry of `name` when the server has confirmed its subscription: a waiter can
+    /// register on it *before* its first try and so needs neither a subscription nor a second
+    /// try (the fair lock's per-waiter channel, kept for a moment after the owner's last wait).
+    pub(crate) fn confirmed(&self, name: &str) -> Option<Arc<Channel>> {
+        live(&self.shared, name).filter(|c| *c.state.borrow() == SubState::Confirmed)
+    }
+
     /// Wakes every local waiter on every channel (they try again at once).
     pub(crate) fn wake_all(&self) {
         wake_all(&self.shared);

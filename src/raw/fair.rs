@@ -18,6 +18,11 @@ use crate::scripts::{self, Call, FairKeys, Layout};
 /// even when the release message went to that dead head. A hold that a cancelled acquire took
 /// is handed back with a wake-up on the queue head's channel, as an unlock does.
 ///
+/// A waiter's channel stays subscribed for a second after a wait that ended with the lock: an
+/// owner that waits again within it (a worker that takes the same fair lock in a loop) sends no
+/// `SUBSCRIBE`/`UNSUBSCRIBE` and registers for its wake-up before its first try, so a contended
+/// acquire costs two scripts (queue, take) instead of three plus the subscription.
+///
 /// # Redisson compatibility
 ///
 /// * Key `<name>`: the RLock hash.

@@ -27,6 +27,7 @@ mod clocks;
 mod cluster;
 mod connect;
 mod count_down_latch;
+mod fair_linger;
 mod fair_lock;
 mod fault_holders;
 mod fault_proxy;
