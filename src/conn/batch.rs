@@ -225,7 +225,14 @@ impl Batcher {
         // drop with it (their callers see the connection closed) and the batch ends.
         self.runtime.spawn(async move {
             let out = Arc::new(out);
-            let (batches, alone) = this.group(queued);
+            let (mut batches, alone) = this.group(queued);
+            // The last piece of work runs in this task: a spawn per batch costs a task
+            // switch (and often a hand-over to the other worker) on every flight.
+            let inline = if alone.is_empty() {
+                batches.pop()
+            } else {
+                None
+            };
             for group in batches {
                 let (this, out) = (this.clone(), out.clone());
                 this.runtime.clone().spawn(async move {
@@ -233,7 +240,10 @@ impl Batcher {
                     drop(out);
                 });
             }
-            this.send_each(alone).await;
+            match inline {
+                Some(group) => this.send(group).await,
+                None => this.send_each(alone).await,
+            }
         });
     }
 
