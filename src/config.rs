@@ -369,19 +369,20 @@ impl Config {
         self.latch_queue
     }
 
-    /// Group commit of lock scripts (off by default). When a client already has four script
-    /// calls out on its connection, the acquires and releases its other tasks have ready
-    /// meanwhile leave together as **one** script call that runs each of them exactly as its own
-    /// script would (same keys, values, channels, messages and TTLs, in order; see
-    /// `docs/protocol.md`). A lone operation is still sent at once as its own script, so an
-    /// idle client waits for nothing. Each operation keeps its own reply, errors and replica
-    /// sync.
+    /// Group commit of lock scripts (off by default). While fewer than 16 lone script calls are
+    /// out on the client's connection, every acquire and release is sent at once as its own
+    /// script, exactly as without batching. Beyond that the server is the bottleneck and
+    /// operations queue; when any call lands, the queue leaves (on one of 4 flights) as **one**
+    /// script call that runs each operation exactly as its own script would (same keys, values,
+    /// channels, messages and TTLs, in order; see `docs/protocol.md`) when it holds 8 or more,
+    /// or else as that many separate script calls written back to back (a batch that small
+    /// costs the server more than it saves). Each operation keeps its own reply, errors and
+    /// replica sync.
     ///
-    /// Measured (`docs/benchmarks.md`, "Group commit"): it pays with hundreds of concurrent
-    /// tasks per client (lock+unlock cycles per second at 256 tasks on distinct names: +42 %
-    /// in the latest full run, +1 to +53 % per run, with about a fifth less server CPU per
-    /// cycle), is about level at 64 and costs at 16 (batches of two or three), hence off by
-    /// default.
+    /// Measured (`docs/benchmarks.md`, "Issue 24"; lock+unlock cycles per second on distinct
+    /// names, server and client on their own cores, Redis 7.0 and Valkey 8.1): +9 to +19 % at
+    /// 256 tasks, level at 16 (0.97-1.04 x) and within a few per cent at 64 (0.94-1.00 x), hence
+    /// still off by default: it is for clients with hundreds of concurrent lock operations.
     ///
     /// ```
     /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(true);
