@@ -26,6 +26,8 @@ use redis::aio::{MultiplexedConnection, PubSubSink};
 use redis::{Script, Value};
 use tokio::sync::{mpsc, Notify, OnceCell};
 
+use redisson_lock::{Fair, Lock, LockGuard, Write};
+
 use crate::util::Result;
 
 static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/lock.lua")));
@@ -376,6 +378,93 @@ impl Handle {
                 }
             }
             _ => return Err("unlock with a hold of another library".into()),
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The lock a W3 child takes (W3, W3f, W3rw; issue 24 item 3).
+
+/// Which lock a W3 child takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockKind {
+    /// The library's own lock (ours: the RLock): plain W3.
+    #[default]
+    Plain,
+    /// `get_fair_lock`: W3f.
+    Fair,
+    /// The write side of `get_read_write_lock`: W3rw.
+    RwWrite,
+}
+
+impl LockKind {
+    /// The workload key (`--only` name and figure prefix).
+    pub fn key(self) -> &'static str {
+        match self {
+            LockKind::Plain => "w3",
+            LockKind::Fair => "w3f",
+            LockKind::RwWrite => "w3rw",
+        }
+    }
+
+    /// The child's `--lock` value.
+    pub fn arg(self) -> &'static str {
+        match self {
+            LockKind::Plain => "plain",
+            LockKind::Fair => "fair",
+            LockKind::RwWrite => "rw",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<LockKind> {
+        [LockKind::Plain, LockKind::Fair, LockKind::RwWrite]
+            .into_iter()
+            .find(|k| k.arg() == s)
+    }
+}
+
+/// A lock handle of any kind a W3 child takes.
+pub enum W3Handle {
+    Base(Handle),
+    Fair(Lock<Fair>),
+    Write(Lock<Write>),
+}
+
+/// What [`W3Handle::lock`] returns, to give back to [`W3Handle::unlock`].
+pub enum W3Held {
+    Base(Held),
+    Fair(LockGuard<Fair>),
+    Write(LockGuard<Write>),
+}
+
+/// The handle on `name` a W3 child uses: the fair and read-write kinds exist for ours only.
+pub fn w3_handle(lib: &Lib, lock: LockKind, name: &str) -> Result<W3Handle> {
+    Ok(match (lock, lib) {
+        (LockKind::Plain, _) => W3Handle::Base(lib.handle(name)),
+        (LockKind::Fair, Lib::Ours(c)) => W3Handle::Fair(c.get_fair_lock(name)),
+        (LockKind::RwWrite, Lib::Ours(c)) => {
+            W3Handle::Write(c.get_read_write_lock(name).write_lock())
+        }
+        (l, _) => return Err(format!("{} needs ours or ours-batch", l.key()).into()),
+    })
+}
+
+impl W3Handle {
+    pub async fn lock(&self) -> Result<W3Held> {
+        Ok(match self {
+            W3Handle::Base(h) => W3Held::Base(h.lock().await?),
+            W3Handle::Fair(l) => W3Held::Fair(l.lock().await?),
+            W3Handle::Write(l) => W3Held::Write(l.lock().await?),
+        })
+    }
+
+    pub async fn unlock(&self, held: W3Held) -> Result<()> {
+        match (self, held) {
+            (W3Handle::Base(h), W3Held::Base(g)) => h.unlock(g).await?,
+            (W3Handle::Fair(_), W3Held::Fair(g)) => g.unlock().await?,
+            (W3Handle::Write(_), W3Held::Write(g)) => g.unlock().await?,
+            _ => return Err("unlock with a hold of another kind".into()),
         }
         Ok(())
     }

@@ -80,7 +80,7 @@ fn parse_args() -> Result<Args> {
     let (mut kind, mut url, mut start_ns, mut secs, mut proc, mut tasks) =
         (Kind::Ours, String::new(), 0u64, 5.0f64, 0u32, 4u32);
     let mut current_thread = false;
-    let mut lock = contend::LockKind::Plain;
+    let mut lock = libs::LockKind::Plain;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -114,7 +114,7 @@ fn parse_args() -> Result<Args> {
             "--rt" => current_thread = value(&args, &mut i)? == "current",
             "--lock" => {
                 let v = value(&args, &mut i)?;
-                lock = contend::LockKind::parse(&v).ok_or_else(|| format!("unknown lock {v}"))?;
+                lock = libs::LockKind::parse(&v).ok_or_else(|| format!("unknown lock {v}"))?;
             }
             "-h" | "--help" => {
                 println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",

@@ -376,8 +376,8 @@ pub struct ChildArgs {
     pub tasks: u32,
     /// Run the child on tokio's current-thread runtime instead of the multi-thread one.
     pub current_thread: bool,
-    /// Which lock W3 takes (W3f, W3rw: `crate::contend`).
-    pub lock: crate::contend::LockKind,
+    /// Which lock W3 takes (W3f, W3rw: see contend.rs).
+    pub lock: crate::libs::LockKind,
 }
 
 /// Child side: run the tasks, print `H proc task name req acq rel_s rel_e` per hold.
@@ -411,7 +411,7 @@ pub async fn child(a: ChildArgs) -> Result<()> {
             } else {
                 (0, format!("{}:{}", a.lock.key(), a.kind.key()))
             };
-            let h = crate::contend::handle(&lib, a.lock, &name)?;
+            let h = crate::libs::w3_handle(&lib, a.lock, &name)?;
             let mut rng = Rng::new((u64::from(a.proc) << 32 | u64::from(task)) ^ a.start_ns);
             let mut holds = Vec::new();
             while now_ns() < deadline {
@@ -521,7 +521,7 @@ pub(crate) async fn two_processes(
     wake: bool,
     secs: f64,
     current_thread: bool,
-    lock: crate::contend::LockKind,
+    lock: crate::libs::LockKind,
 ) -> Result<TwoProcs> {
     let exe = std::env::current_exe()?;
     let start_ns = now_ns() + 2_500_000_000;
@@ -743,7 +743,7 @@ pub struct W3wStats {
 }
 
 pub async fn w3(t: &Target, kind: Kind, secs: f64, run: &mut Run) -> Result<()> {
-    crate::contend::w3_as(t, kind, crate::contend::LockKind::Plain, secs, run).await
+    w3_as(t, kind, crate::libs::LockKind::Plain, secs, run).await
 }
 
 /// `current_thread`: children on tokio's current-thread runtime; figures go under `<kind>-ct`.
@@ -760,7 +760,7 @@ pub async fn w3w(
         true,
         secs,
         current_thread,
-        crate::contend::LockKind::Plain,
+        crate::libs::LockKind::Plain,
     )
     .await?;
     let late = p.late;
@@ -1046,6 +1046,70 @@ pub async fn redlock(plan: &Plan, run: &mut Run) -> Result<()> {
     }
     drop(clients);
     drop(servers);
+    Ok(())
+}
+
+/// W3 (`lock` = Plain), W3f or W3rw for one library: figures under `<lock key>.<lib>.*`.
+pub async fn w3_as(
+    t: &Target,
+    kind: Kind,
+    lock: crate::libs::LockKind,
+    secs: f64,
+    run: &mut Run,
+) -> Result<()> {
+    let mut admin = server::connect(t).await?;
+    let s0 = server::snapshot(&mut admin).await?;
+    let p = two_processes(t, kind, false, secs, false, lock).await?;
+    let s1 = server::snapshot(&mut admin).await?;
+    let (start, late) = (p.start_ns, p.late);
+    let end = start + (secs * 1e9) as u64;
+    let holds_total = p.holds.len() as f64;
+    let s = analyze_w3(p.holds, start, end);
+    let (w, k) = (lock.key(), kind.key());
+    run.set(format!("{w}.{k}.hps"), s.in_window as f64 / secs);
+    run.set(
+        format!("{w}.{k}.gap_p50_us"),
+        percentile(&s.gaps, 50.0) as f64 / 1e3,
+    );
+    run.set(
+        format!("{w}.{k}.gap_p99_us"),
+        percentile(&s.gaps, 99.0) as f64 / 1e3,
+    );
+    if let Some(rtt) = run.get("w0.rtt_us") {
+        run.set(
+            format!("{w}.{k}.gap_xrtt"),
+            percentile(&s.gaps, 50.0) as f64 / 1e3 / rtt,
+        );
+    }
+    run.set(
+        format!("{w}.{k}.self_pct"),
+        100.0 * s.self_reacquire as f64 / s.handoffs.max(1) as f64,
+    );
+    run.set(format!("{w}.{k}.maxwait_ms"), s.max_wait as f64 / 1e6);
+    run.set(
+        format!("{w}.{k}.wait_p99_ms"),
+        percentile(&s.waits, 99.0) as f64 / 1e6,
+    );
+    run.set(format!("{w}.{k}.overlaps"), s.overlaps as f64);
+    run.set(format!("{w}.{k}.holders"), s.holders as f64);
+    run.set(format!("{w}.{k}.late_ms"), late as f64 / 1e6);
+    // The server's side of every hold (the children's connection set-up is included: a few
+    // commands against thousands of holds).
+    let d = Delta::between(&s0, &s1);
+    if holds_total > 0.0 {
+        for (cmd, key) in [
+            ("evalsha", "evalsha"),
+            ("subscribe", "subscribe"),
+            ("unsubscribe", "unsubscribe"),
+            ("publish", "publish"),
+        ] {
+            run.set(
+                format!("{w}.{k}.{key}_per_hold"),
+                d.calls(cmd) as f64 / holds_total,
+            );
+        }
+        run.note(format!("{w}.{k}.per_hold"), d.per(holds_total));
+    }
     Ok(())
 }
 

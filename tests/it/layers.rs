@@ -3,7 +3,8 @@
 //! groups, and the names `lib.rs` re-exports). Every top-level module must be in the table,
 //! every use must go to its own layer or a lower one, and the uses must form no cycle (issue 24
 //! item 5: `conn` <-> `scripts`, `error` <-> `observe` and the CLI's `inspect` <-> `render` had
-//! crept in). The operator CLI's modules are checked the same way, among themselves.
+//! crept in). The operator CLI's and the bench crate's modules are checked the same way, among
+//! themselves.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -288,4 +289,21 @@ fn the_use_reader_sees_groups_and_ignores_comments_and_macros() {
     assert!(cycle(&g).is_some());
     g.get_mut("b").expect("b").clear();
     assert!(cycle(&g).is_none());
+}
+
+#[test]
+fn bench_modules_form_no_cycle() {
+    // The bench crate (benches/src) keeps the same rule among its own modules.
+    let bench = root().join("benches/src");
+    let g = graph(&bench, &["main"], &BTreeMap::new());
+    assert!(
+        g.contains_key("workloads") && g.contains_key("contend"),
+        "modules found: {g:?}"
+    );
+    if let Some(c) = cycle(&g) {
+        panic!(
+            "an import cycle among the bench's modules: {}",
+            c.join(" -> ")
+        );
+    }
 }
