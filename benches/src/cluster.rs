@@ -6,7 +6,6 @@
 //! issue's target of 0.8·N.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use crate::libs::{Kind, Lib};
 use crate::report::{int, Report};
 use crate::server::{self, Server, Target};
 use crate::util::{cpu_ns, now_ns, Result};
-use crate::workloads::Run;
+use crate::workloads::{Cycles, Run};
 
 /// Masters per cluster and task counts of WC.
 pub const MASTERS: [usize; 3] = [1, 3, 6];
@@ -177,53 +176,16 @@ async fn measure(
     admins: &mut [MultiplexedConnection],
     run: &mut Run,
 ) -> Result<()> {
-    let barrier = Arc::new(tokio::sync::Barrier::new(tasks + 1));
-    let total = Arc::new(AtomicU64::new(0));
-    let start_at = Arc::new(AtomicU64::new(0));
-    let mut joins = Vec::with_capacity(tasks);
-    for i in 0..tasks {
-        let (lib, barrier, total, start_at) = (
-            lib.clone(),
-            barrier.clone(),
-            total.clone(),
-            start_at.clone(),
-        );
-        joins.push(tokio::spawn(async move {
-            let h = lib.handle(&format!("wc:{}:{tasks}:{i}", kind.key()));
-            for _ in 0..5 {
-                let held = h.lock().await?;
-                h.unlock(held).await?;
-            }
-            barrier.wait().await;
-            let deadline = start_at.load(Ordering::Acquire) + (SECS * 1e9) as u64;
-            let mut done = 0u64;
-            while now_ns() < deadline {
-                let held = h.lock().await?;
-                h.unlock(held).await?;
-                done += 1;
-            }
-            total.fetch_add(done, Ordering::Relaxed);
-            Ok::<_, crate::util::Error>(())
-        }));
-    }
+    let cy = Cycles::spawn(&lib, &format!("wc:{}:{tasks}", kind.key()), tasks, SECS);
     let s0 = cpu_s(admins).await?;
     let c0 = cpu_ns();
-    let t0 = now_ns();
-    start_at.store(t0, Ordering::Release);
-    barrier.wait().await;
-    let mut err = None;
-    for j in joins {
-        if let Err(e) = j.await.map_err(crate::util::Error::from).and_then(|r| r) {
-            err.get_or_insert(e);
-        }
-    }
+    let (t0, cycles, err) = cy.go().await;
     let wall = (now_ns() - t0) as f64 / 1e9;
     let c1 = cpu_ns();
     let s1 = cpu_s(admins).await?;
     if let Some(e) = err {
         return Err(e);
     }
-    let cycles = total.load(Ordering::Relaxed) as f64;
     let busy: Vec<f64> = s0.iter().zip(&s1).map(|(a, b)| (b - a) / wall).collect();
     let p = format!("wc.{n}.{}.{tasks}", kind.key());
     run.set(format!("{p}.cps"), cycles / wall);

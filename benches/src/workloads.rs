@@ -266,6 +266,71 @@ pub async fn w1(lib: Arc<Lib>, kind: Kind, cycles: usize, run: &mut Run) -> Resu
 // ------------------------------------------------------------------------------------------
 // W2: uncontended throughput, N tasks on distinct names.
 
+/// W2's tasks (W2 and WC): `tasks` tasks, each on its own name `<prefix>:<i>`, 5 warm-up
+/// cycles each, then lock+unlock cycles for `secs` from the moment [`Cycles::go`] starts them.
+pub struct Cycles {
+    joins: Vec<tokio::task::JoinHandle<Result<()>>>,
+    barrier: Arc<tokio::sync::Barrier>,
+    total: Arc<AtomicU64>,
+    start_at: Arc<AtomicU64>,
+}
+
+impl Cycles {
+    pub fn spawn(lib: &Arc<Lib>, prefix: &str, tasks: usize, secs: f64) -> Cycles {
+        let barrier = Arc::new(tokio::sync::Barrier::new(tasks + 1));
+        let total = Arc::new(AtomicU64::new(0));
+        let start_at = Arc::new(AtomicU64::new(0));
+        let mut joins = Vec::with_capacity(tasks);
+        for i in 0..tasks {
+            let (lib, barrier, total, start_at) = (
+                lib.clone(),
+                barrier.clone(),
+                total.clone(),
+                start_at.clone(),
+            );
+            let name = format!("{prefix}:{i}");
+            joins.push(tokio::spawn(async move {
+                let h = lib.handle(&name);
+                for _ in 0..5 {
+                    let held = h.lock().await?;
+                    h.unlock(held).await?;
+                }
+                barrier.wait().await;
+                let deadline = start_at.load(Ordering::Acquire) + (secs * 1e9) as u64;
+                let mut n = 0u64;
+                while now_ns() < deadline {
+                    let held = h.lock().await?;
+                    h.unlock(held).await?;
+                    n += 1;
+                }
+                total.fetch_add(n, Ordering::Relaxed);
+                Ok::<_, crate::util::Error>(())
+            }));
+        }
+        Cycles {
+            joins,
+            barrier,
+            total,
+            start_at,
+        }
+    }
+
+    /// Starts the window now and waits for every task: (the start in ns, the cycles done, the
+    /// first task's error if any).
+    pub async fn go(self) -> (u64, f64, Option<crate::util::Error>) {
+        let t0 = now_ns();
+        self.start_at.store(t0, Ordering::Release);
+        self.barrier.wait().await;
+        let mut err = None;
+        for j in self.joins {
+            if let Err(e) = j.await.map_err(crate::util::Error::from).and_then(|r| r) {
+                err.get_or_insert(e);
+            }
+        }
+        (t0, self.total.load(Ordering::Relaxed) as f64, err)
+    }
+}
+
 pub async fn w2(
     lib: Arc<Lib>,
     kind: Kind,
@@ -274,47 +339,11 @@ pub async fn w2(
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
-    let barrier = Arc::new(tokio::sync::Barrier::new(tasks + 1));
-    let total = Arc::new(AtomicU64::new(0));
-    let start_at = Arc::new(AtomicU64::new(0));
-    let mut joins = Vec::with_capacity(tasks);
-    for i in 0..tasks {
-        let (lib, barrier, total, start_at) = (
-            lib.clone(),
-            barrier.clone(),
-            total.clone(),
-            start_at.clone(),
-        );
-        joins.push(tokio::spawn(async move {
-            let h = lib.handle(&format!("w2:{}:{tasks}:{i}", kind.key()));
-            for _ in 0..5 {
-                let held = h.lock().await?;
-                h.unlock(held).await?;
-            }
-            barrier.wait().await;
-            let deadline = start_at.load(Ordering::Acquire) + (secs * 1e9) as u64;
-            let mut n = 0u64;
-            while now_ns() < deadline {
-                let held = h.lock().await?;
-                h.unlock(held).await?;
-                n += 1;
-            }
-            total.fetch_add(n, Ordering::Relaxed);
-            Ok::<_, crate::util::Error>(())
-        }));
-    }
+    let cy = Cycles::spawn(&lib, &format!("w2:{}:{tasks}", kind.key()), tasks, secs);
     let s0 = server::snapshot(admin).await?;
     let c0 = cpu_ns();
     let a0 = crate::util::allocations();
-    let t0 = now_ns();
-    start_at.store(t0, Ordering::Release);
-    barrier.wait().await;
-    let mut err = None;
-    for j in joins {
-        if let Err(e) = j.await.map_err(crate::util::Error::from).and_then(|r| r) {
-            err.get_or_insert(e);
-        }
-    }
+    let (t0, cycles, err) = cy.go().await;
     let wall = (now_ns() - t0) as f64 / 1e9;
     let c1 = cpu_ns();
     let a1 = crate::util::allocations();
@@ -322,7 +351,6 @@ pub async fn w2(
     if let Some(e) = err {
         return Err(e);
     }
-    let cycles = total.load(Ordering::Relaxed) as f64;
     let k = kind.key();
     let cps = cycles / wall;
     run.set(format!("w2.{k}.{tasks}.allocs"), (a1 - a0) as f64 / cycles);
