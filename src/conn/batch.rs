@@ -262,15 +262,16 @@ impl Batcher {
     /// and without replica sync they travel as one pipeline (one request to redis-rs, one reply
     /// each: a server error is that operation's own); on a cluster (their slots differ) or with
     /// sync (each followed by its `WAIT`), each is sent as it would be alone.
-    async fn send_each(&self, group: Vec<Queued>) {
+    async fn send_each(&self, mut group: Vec<Queued>) {
         if group.is_empty() {
             return;
         }
         let mut conn = self.conn.clone();
         if group.len() > 1 && !self.cluster && group.iter().all(|q| !q.synced) {
             let mut pipe = redis::pipe();
-            for q in &group {
-                pipe.add_command(q.cmd.clone());
+            // Moved, not copied: only each operation's reply sender is used after this.
+            for q in &mut group {
+                pipe.add_command(std::mem::take(&mut q.cmd));
             }
             match conn.raw_pipeline(&pipe, group.len()).await {
                 Ok(replies) if replies.len() == group.len() => {
