@@ -39,6 +39,8 @@ mod fenced_lock;
 mod fencing;
 // Issue 23: the holes a realistic bug slipped through, one module per area.
 mod holes;
+// The second round of test holes, one module per area.
+mod holes2;
 // The Java Redisson interop tier (needs the peer jars: scripts/ensure-java).
 mod java;
 mod latches;
