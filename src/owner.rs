@@ -3,6 +3,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Thread ids are tagged with the top bit so they can never equal a tokio task id.
@@ -46,8 +47,8 @@ impl LockOwner {
 
     /// The owner for the calling context: the current tokio task, or else the current thread.
     pub fn current() -> Self {
-        if let Some(n) = tokio::task::try_id().and_then(task_number) {
-            return LockOwner(n & !THREAD_TAG);
+        if let Some(id) = tokio::task::try_id() {
+            return LockOwner(task_number(id) & !THREAD_TAG);
         }
         LockOwner(THREAD_ID.with(|c| {
             if c.get() == 0 {
@@ -72,31 +73,58 @@ impl LockOwner {
     }
 }
 
-/// The number a `task::Id` displays (its non-zero u64, unique for the whole process), read
-/// without the `String` that `to_string().parse()` would allocate on every `lock()`.
-fn task_number(id: tokio::task::Id) -> Option<u64> {
-    #[derive(Default)]
-    struct Digits {
-        n: u64,
-        len: usize,
-    }
-    impl fmt::Write for Digits {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            for b in s.bytes() {
-                let digit = b.checked_sub(b'0').filter(|d| *d < 10).ok_or(fmt::Error)?;
-                self.n = self
-                    .n
-                    .checked_mul(10)
-                    .and_then(|n| n.checked_add(u64::from(digit)))
-                    .ok_or(fmt::Error)?;
-                self.len += 1;
-            }
-            Ok(())
+/// A tokio task's process-unique number, derived without tokio's text form (which tokio does not
+/// promise) and never from the thread: tokio's `task::Id` wraps the task's non-zero `u64` and
+/// derives `Hash`, so hashing it writes exactly that number, which [`TaskNumber`] captures (it is
+/// also the number `task::Id` displays, what a Java reader sees after the uuid; a unit test pins
+/// that). Should a later tokio hash an `Id` differently, every byte it writes is folded into a
+/// 64-bit FNV-1a value instead: still one stable owner per task, so a task never falls back to
+/// sharing its worker thread's owner with every other task on that thread.
+fn task_number(id: tokio::task::Id) -> u64 {
+    let mut number = TaskNumber::default();
+    id.hash(&mut number);
+    number.finish()
+}
+
+/// The `Hasher` behind [`task_number`]: one `write_u64` is the number itself; anything else is
+/// folded with FNV-1a.
+struct TaskNumber {
+    exact: Option<u64>,
+    writes: u32,
+    fold: u64,
+}
+
+impl Default for TaskNumber {
+    fn default() -> Self {
+        TaskNumber {
+            exact: None,
+            writes: 0,
+            fold: 0xcbf2_9ce4_8422_2325,
         }
     }
-    let mut digits = Digits::default();
-    write!(digits, "{id}").ok()?;
-    (digits.len > 0 && digits.n != 0).then_some(digits.n)
+}
+
+impl Hasher for TaskNumber {
+    fn write(&mut self, bytes: &[u8]) {
+        self.writes += 1;
+        for b in bytes {
+            self.fold = (self.fold ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        if self.writes == 0 {
+            self.exact = Some(n);
+        }
+        self.write(&n.to_le_bytes());
+    }
+
+    fn finish(&self) -> u64 {
+        match self.exact {
+            Some(n) if self.writes == 1 => n,
+            _ => self.fold,
+        }
+    }
 }
 
 impl fmt::Debug for LockOwner {
@@ -149,5 +177,50 @@ mod tests {
             assert_eq!(owner.id().to_string(), shown);
             assert_eq!(owner.field("uuid"), format!("uuid:{shown}"));
         }
+    }
+
+    /// Should tokio ever hash a task id as something other than one `u64`, the owner is still
+    /// one stable number per task (folded from every byte written), never the thread's.
+    #[test]
+    fn an_unexpected_id_shape_still_gives_one_stable_number_per_task() {
+        let of = |parts: &[u64]| {
+            let mut h = TaskNumber::default();
+            for p in parts {
+                h.write_u64(*p);
+            }
+            h.finish()
+        };
+        assert_eq!(of(&[7]), 7, "one u64 is the number itself");
+        assert_eq!(of(&[7, 1]), of(&[7, 1]), "stable");
+        assert_ne!(of(&[7, 1]), of(&[7, 2]));
+        assert_ne!(of(&[7, 1]), of(&[8, 1]));
+        let mut bytes = TaskNumber::default();
+        bytes.write(b"task-7");
+        let mut other = TaskNumber::default();
+        other.write(b"task-8");
+        assert_ne!(bytes.finish(), other.finish());
+        assert_ne!(bytes.finish(), 0);
+    }
+
+    /// Every task on one worker thread is its own owner (a task never falls back to the
+    /// thread's owner), and none of them carries the thread tag.
+    #[test]
+    fn tasks_on_one_thread_never_share_the_threads_owner() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let thread = LockOwner::current();
+        let owners: Vec<LockOwner> = rt.block_on(async {
+            let mut owners = Vec::new();
+            for _ in 0..50 {
+                owners.push(tokio::spawn(async { LockOwner::current() }).await.unwrap());
+            }
+            owners
+        });
+        let distinct: std::collections::HashSet<_> = owners.iter().collect();
+        assert_eq!(distinct.len(), owners.len());
+        assert!(owners
+            .iter()
+            .all(|o| *o != thread && o.id() & THREAD_TAG == 0));
     }
 }
