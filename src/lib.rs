@@ -25,6 +25,7 @@ mod pubsub;
 mod raw;
 mod retry;
 mod rwlock;
+mod sched;
 mod scripts;
 mod shared;
 mod shutdown;

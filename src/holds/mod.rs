@@ -44,6 +44,7 @@ pub(crate) struct HoldKind {
 
 /// How one grant's lease is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(Hash))]
 pub(crate) enum Lease {
     /// Renewed by the watchdog (taken without an explicit lease).
     Watchdog,
@@ -71,6 +72,7 @@ pub(crate) type GrantId = u64;
 
 /// One acquisition not released yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(test, derive(Hash))]
 pub(crate) struct Grant {
     pub(crate) id: GrantId,
     pub(crate) lease: Lease,
@@ -80,6 +82,8 @@ pub(crate) struct Grant {
 /// transition method, which keeps the invariants (grants in acquisition order, ids unique and
 /// increasing, a count of zero means no grants).
 #[derive(Debug, Default)]
+// The model checker (`lock/model.rs`) keeps hold states in its explored states.
+#[cfg_attr(test, derive(Clone, PartialEq, Eq, Hash))]
 pub(crate) struct HoldState {
     /// Outstanding grants in `epoch`, oldest first (ids increase).
     grants: Vec<Grant>,
@@ -178,6 +182,20 @@ impl HoldState {
         self.grants.clear();
         self.epoch = epoch;
     }
+
+    /// Drops the grants when the hold's epoch (`current`) has moved on from theirs: Redis lost
+    /// them. Run whenever the gate is taken.
+    pub(crate) fn catch_up(&mut self, current: u64) {
+        if self.epoch != current {
+            self.clear(current);
+        }
+    }
+
+    /// The outstanding grants, oldest first (the model checker reads them).
+    #[cfg(test)]
+    pub(crate) fn grants(&self) -> &[Grant] {
+        &self.grants
+    }
 }
 
 pub(crate) type Gate = OwnedMutexGuard<HoldState>;
@@ -239,16 +257,16 @@ impl Hold {
 
     /// Takes the gate, dropping the grants when Redis lost this epoch's holds.
     pub(crate) async fn gate(self: &Arc<Self>) -> Gate {
+        crate::sched::point();
         let mut gate = self.gate.clone().lock_owned().await;
-        let current = self.epoch();
-        if gate.epoch != current {
-            gate.clear(current);
-        }
+        gate.catch_up(self.epoch());
         gate
     }
 
     pub(crate) fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
+        let epoch = self.epoch.load(Ordering::Acquire);
+        crate::sched::point();
+        epoch
     }
 
     /// Resolves once the epoch is no longer `seen` (at once if it already moved on).
@@ -268,6 +286,7 @@ impl Hold {
     /// Ends the current epoch if it is still `seen`: every hold in it is lost.
     /// Returns whether this call ended it.
     pub(crate) fn lose(&self, seen: u64) -> bool {
+        crate::sched::point();
         let ended = self
             .epoch
             .compare_exchange(seen, seen + 1, Ordering::AcqRel, Ordering::Acquire)
@@ -327,6 +346,7 @@ impl Holds {
         renewal: Renewal,
         kind: HoldKind,
     ) -> Arc<Hold> {
+        crate::sched::point();
         self.holds
             .entry((key.clone(), field.clone()))
             .or_insert_with(|| Arc::new(Hold::new(key.clone(), field.clone(), renewal, kind)))
@@ -341,6 +361,7 @@ impl Holds {
     /// Drops the hold from the map when it has no grants and the caller's reference is the
     /// only one besides the map's.
     pub(crate) fn forget(&self, hold: &Arc<Hold>) {
+        crate::sched::point();
         let key = (hold.key.clone(), hold.field.clone());
         self.holds.remove_if(&key, |_, h| {
             Arc::ptr_eq(h, hold)
@@ -385,5 +406,7 @@ impl Holds {
 
 pub(crate) mod permits;
 
+#[cfg(test)]
+mod schedules;
 #[cfg(test)]
 mod tests;

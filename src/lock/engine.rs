@@ -91,6 +91,7 @@ struct Taken {
 
 /// Which hold a release gives back.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(test, derive(PartialEq, Eq, Hash))]
 pub(crate) enum Target {
     /// A guard's own grant, taken in `epoch`.
     Grant { epoch: u64, id: GrantId },

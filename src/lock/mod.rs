@@ -5,6 +5,8 @@
 mod cleanup;
 mod engine;
 mod guard;
+#[cfg(test)]
+mod model;
 mod query;
 mod release;
 mod settle;

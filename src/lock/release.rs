@@ -16,7 +16,7 @@ use super::cleanup::InFlight;
 use super::engine::Target;
 use super::Lock;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::holds::{Gate, Grant, GrantId, Hold};
+use crate::holds::{Gate, Grant, GrantId, Hold, HoldState};
 use crate::raw::{KindExt, LockKind, Release};
 use crate::retry::Retry;
 use crate::scripts;
@@ -53,10 +53,10 @@ impl<K: LockKind> Lock<K> {
         let outcome = loop {
             let op = self.op(&hold.field, lease_ms, 0);
             let mut conn = client.conn_synced();
-            let tried = if unknown {
+            let tried = if let Try::Trim { target } = next_try(unknown, after) {
                 self.shared
                     .kind
-                    .trim_script(&op, after)
+                    .trim_script(&op, target)
                     .invoke_async::<i64>(&mut conn)
                     .await
                     .map(|found| {
@@ -148,11 +148,31 @@ impl<K: LockKind> Lock<K> {
     }
 }
 
+/// What one try of a release sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Try {
+    /// The kind's release script: releases one hold.
+    Release,
+    /// `lua/trim.lua` to `target`: releases only what is still there to release.
+    Trim { target: u32 },
+}
+
+/// The next try of a release that leaves `after` holds: the release script, or, once an earlier
+/// try may have run without us learning its outcome (`unknown`), the trim to `after`, which
+/// cannot release twice.
+pub(super) fn next_try(unknown: bool, after: u32) -> Try {
+    if unknown {
+        Try::Trim { target: after }
+    } else {
+        Try::Release
+    }
+}
+
 /// The grant a release gives back, taken out of the gate (`Ok(None)`: an owner-style release
 /// with no grant known, which still asks Redis); `Err(NotHeld)` when a guard's grant is gone
 /// (lost with its epoch, or released owner-style): nothing is sent.
-fn take_for_release(
-    gate: &mut Gate,
+pub(super) fn take_for_release(
+    gate: &mut HoldState,
     target: Target,
 ) -> std::result::Result<Option<Grant>, Release> {
     match target {
@@ -175,7 +195,7 @@ fn take_for_release(
 ///   `valid` the hold was there when it ran: released. At or past it, the lease may have run out
 ///   first: reported lost, never a success that may not have happened;
 /// * fewer than `after`: holds the owner counted are gone, lost.
-fn retried(found: i64, after: u32, valid: Option<Instant>, replied: Instant) -> Release {
+pub(super) fn retried(found: i64, after: u32, valid: Option<Instant>, replied: Instant) -> Release {
     let after = i64::from(after);
     match found.cmp(&after) {
         std::cmp::Ordering::Greater if after > 0 => Release::StillHeld,
@@ -188,13 +208,21 @@ fn retried(found: i64, after: u32, valid: Option<Instant>, replied: Instant) -> 
 
 /// Books what a release script reported.
 fn book_release(hold: &Hold, gate: &mut Gate, outcome: Release) {
+    if ends_epoch(outcome, gate) {
+        hold.lose_gated(gate);
+    }
+}
+
+/// Whether a release that reported `outcome` ends the hold's epoch, `gate` holding the grants
+/// that remain.
+pub(super) fn ends_epoch(outcome: Release, gate: &HoldState) -> bool {
     match outcome {
-        Release::NotHeld => hold.lose_gated(gate),
-        Release::StillHeld if gate.count() > 0 => {}
+        Release::NotHeld => true,
+        Release::StillHeld if gate.count() > 0 => false,
         // The last hold is gone: end the epoch, so a stale guard of this owner (one that was
         // detached and released owner-style) can never release a later hold. (A read release
         // says "still held" when other readers keep the lock.)
-        Release::StillHeld | Release::Released => hold.lose_gated(gate),
+        Release::StillHeld | Release::Released => true,
     }
 }
 

@@ -35,6 +35,8 @@ use crate::config::Config;
 use crate::error::{LockError, Result};
 use crate::retry::Retry;
 
+#[cfg(test)]
+mod schedules;
 mod subconn;
 
 pub(crate) use subconn::Source;
@@ -98,6 +100,8 @@ impl Channel {
 
 impl Drop for Channel {
     fn drop(&mut self) {
+        // The last `Arc` is gone: a new waiter may look the name up before the entry goes.
+        crate::sched::point();
         if let Some(shared) = self.shared.upgrade() {
             shared
                 .channels
@@ -190,34 +194,41 @@ impl PubSub {
     }
 
     fn entry(&self, name: &str, wake: Wake) -> Arc<Channel> {
-        use dashmap::mapref::entry::Entry;
-        let fresh = || {
-            Arc::new(Channel {
-                name: name.to_owned(),
-                notify: Notify::new(),
-                wake,
-                state: watch::channel(SubState::Pending).0,
-                shared: Arc::downgrade(&self.shared),
-            })
-        };
-        let channel = match self.shared.channels.entry(name.to_owned()) {
-            Entry::Occupied(mut e) => match e.get().upgrade() {
-                Some(c) => return c,
-                None => {
-                    let c = fresh();
-                    e.insert(Arc::downgrade(&c));
-                    c
-                }
-            },
-            Entry::Vacant(e) => {
+        entry(&self.shared, name, wake)
+    }
+}
+
+/// The live entry of `name`, or a fresh one (its subscription queued) when there is none or
+/// only a dying one (its last `Arc` gone, its `Drop` not yet run).
+fn entry(shared: &Arc<Shared>, name: &str, wake: Wake) -> Arc<Channel> {
+    use dashmap::mapref::entry::Entry;
+    crate::sched::point();
+    let fresh = || {
+        Arc::new(Channel {
+            name: name.to_owned(),
+            notify: Notify::new(),
+            wake,
+            state: watch::channel(SubState::Pending).0,
+            shared: Arc::downgrade(shared),
+        })
+    };
+    let channel = match shared.channels.entry(name.to_owned()) {
+        Entry::Occupied(mut e) => match e.get().upgrade() {
+            Some(c) => return c,
+            None => {
                 let c = fresh();
                 e.insert(Arc::downgrade(&c));
                 c
             }
-        };
-        let _ = self.shared.commands.send(name.to_owned());
-        channel
-    }
+        },
+        Entry::Vacant(e) => {
+            let c = fresh();
+            e.insert(Arc::downgrade(&c));
+            c
+        }
+    };
+    let _ = shared.commands.send(name.to_owned());
+    channel
 }
 
 impl Drop for PubSub {
@@ -227,7 +238,9 @@ impl Drop for PubSub {
 }
 
 fn live(shared: &Shared, name: &str) -> Option<Arc<Channel>> {
-    shared.channels.get(name).and_then(|w| w.upgrade())
+    let channel = shared.channels.get(name).and_then(|w| w.upgrade());
+    crate::sched::point();
+    channel
 }
 
 /// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
@@ -432,9 +445,32 @@ async fn apply(
     shared: &Shared,
     conn: &mut SubConn,
     active: &mut HashSet<String>,
-    mut names: Vec<String>,
+    names: Vec<String>,
     config: &Config,
 ) -> redis::RedisResult<()> {
+    let (subscribe, unsubscribe) = plan(shared, active, names);
+    let timeout = config.response_timeout();
+    if !unsubscribe.is_empty() {
+        with_timeout(timeout, conn.unsubscribe(&unsubscribe)).await?;
+        for n in &unsubscribe {
+            active.remove(n);
+        }
+    }
+    if !subscribe.is_empty() {
+        let refused = subscribe_checked(conn, &subscribe, timeout).await?;
+        subscribed(shared, active, subscribe, &refused);
+    }
+    Ok(())
+}
+
+/// Which of `names` to subscribe and to unsubscribe, decided from the registry *now* (not from
+/// which command queued the name): live and not subscribed yet (and not refused for this entry):
+/// subscribe; subscribed and no longer live: unsubscribe; live and subscribed: confirmed at once.
+fn plan(
+    shared: &Shared,
+    active: &HashSet<String>,
+    mut names: Vec<String>,
+) -> (Vec<String>, Vec<String>) {
     names.sort_unstable();
     names.dedup();
     let (mut subscribe, mut unsubscribe) = (Vec::new(), Vec::new());
@@ -456,40 +492,40 @@ async fn apply(
             (false, false) => {}
         }
     }
-    let timeout = config.response_timeout();
-    if !unsubscribe.is_empty() {
-        with_timeout(timeout, conn.unsubscribe(&unsubscribe)).await?;
-        for n in &unsubscribe {
-            active.remove(n);
-        }
-    }
-    if !subscribe.is_empty() {
-        let refused = subscribe_checked(conn, &subscribe, timeout).await?;
-        for n in subscribe {
-            let refusal = refused.iter().find(|(r, _)| *r == n).map(|(_, e)| e);
-            let c = live(shared, &n);
-            match refusal {
-                Some(e) => {
-                    tracing::warn!(channel = %n, error = %e, "the server refused the subscription");
-                    if let Some(c) = c {
-                        // The server's words, as it sent them (`NOPERM ...`).
-                        let words = match (e.code(), e.detail()) {
-                            (Some(code), Some(detail)) => format!("{code} {detail}"),
-                            _ => e.to_string(),
-                        };
-                        c.state.send_replace(SubState::Refused(words.into()));
-                    }
+    (subscribe, unsubscribe)
+}
+
+/// Books the outcome of subscribing to `subscribe`: the refused channels' waiters get the
+/// refusal, the others are confirmed and now subscribed (`active`).
+fn subscribed(
+    shared: &Shared,
+    active: &mut HashSet<String>,
+    subscribe: Vec<String>,
+    refused: &[(String, redis::RedisError)],
+) {
+    for n in subscribe {
+        let refusal = refused.iter().find(|(r, _)| *r == n).map(|(_, e)| e);
+        let c = live(shared, &n);
+        match refusal {
+            Some(e) => {
+                tracing::warn!(channel = %n, error = %e, "the server refused the subscription");
+                if let Some(c) = c {
+                    // The server's words, as it sent them (`NOPERM ...`).
+                    let words = match (e.code(), e.detail()) {
+                        (Some(code), Some(detail)) => format!("{code} {detail}"),
+                        _ => e.to_string(),
+                    };
+                    c.state.send_replace(SubState::Refused(words.into()));
                 }
-                None => {
-                    if let Some(c) = c {
-                        c.state.send_replace(SubState::Confirmed);
-                    }
-                    active.insert(n);
+            }
+            None => {
+                if let Some(c) = c {
+                    c.state.send_replace(SubState::Confirmed);
                 }
+                active.insert(n);
             }
         }
     }
-    Ok(())
 }
 
 /// Subscribes to `names` and returns those the server's ACL refused (`NOPERM`), with its error.
