@@ -296,6 +296,11 @@ impl<K: LockKind> Lock<K> {
             let notified = channel.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            // Refused on a resubscription: no message can come (checked after registering, as
+            // the refusal wakes the registered waiters).
+            if let Some(e) = channel.refusal() {
+                return Err(e);
+            }
             let pause = match Box::pin(self.attempt(try_)).await {
                 Ok(Attempt::Taken(guard)) => {
                     if K::SPEC.per_waiter_channel {

@@ -23,6 +23,9 @@
 //!   connection: the channel is marked refused, its waiters get
 //!   [`LockError::ChannelDenied`] at once, and nothing reconnects. The refusal lasts as long as
 //!   the channel's entry (its waiters); a later waiter on a fresh entry asks the server again.
+//!   A refusal on a resubscription (the ACL changed while the connection was down) wakes the
+//!   waiters already parked on the channel, and they stop with the same error
+//!   ([`Channel::refusal`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -95,6 +98,20 @@ impl Channel {
     /// The waiters' wake-up source.
     pub(crate) fn notify(&self) -> &Notify {
         &self.notify
+    }
+
+    /// [`LockError::ChannelDenied`] once the server has refused this channel: also on a
+    /// resubscription (after a reconnect, or a slot move) while waiters are parked on it. The
+    /// refusal wakes them; a waiter checks this after registering for its wake-up and before
+    /// each try, so it stops waiting instead of sleeping on a channel nobody subscribes.
+    pub(crate) fn refusal(&self) -> Option<LockError> {
+        match &*self.state.borrow() {
+            SubState::Refused(detail) => Some(LockError::ChannelDenied {
+                channel: self.name.clone(),
+                detail: detail.to_string(),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -516,6 +533,8 @@ fn subscribed(
                         _ => e.to_string(),
                     };
                     c.state.send_replace(SubState::Refused(words.into()));
+                    // Waiters already parked on it (a resubscription) must hear of it.
+                    c.notify.notify_waiters();
                 }
             }
             None => {

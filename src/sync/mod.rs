@@ -94,6 +94,10 @@ where
         notified.as_mut().enable();
         // `Client::shutdown` wakes every waiter: its wait ends here.
         client.check_open()?;
+        // Refused on a resubscription: no message can come (`Channel::refusal`).
+        if let Some(e) = channel.refusal() {
+            return Err(e);
+        }
         let pause = match attempt().await {
             Ok(Step::Done(v)) => return Ok(Some(v)),
             Ok(Step::Wait(hint)) => {

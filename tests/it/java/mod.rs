@@ -19,7 +19,7 @@ mod rate_limiter;
 mod rw;
 mod shutdown;
 mod sync_extras;
-mod sync_ops;
+pub(crate) mod sync_ops;
 mod sync_values;
 mod sync_wakeups;
 mod tls;
