@@ -49,6 +49,9 @@ struct Kind<K: LockKind> {
     mode: Option<&'static str>,
     /// The unlock channel's prefix (`redisson_lock__channel`, `redisson_rwlock`).
     channel_prefix: &'static str,
+    /// The release's message: Redisson's `UNLOCK_MESSAGE` `0`, or `READ_UNLOCK_MESSAGE` `1`
+    /// for the write side (it wakes every waiting reader).
+    message: &'static str,
     /// Waiters queue (`redisson_lock_queue:{name}`) and wait on their own channel.
     fair: bool,
     /// Waiters wait on pub/sub (all but spin).
@@ -112,6 +115,7 @@ fn reentrant() -> Kind<Reentrant> {
         suffix: "",
         mode: None,
         channel_prefix: "redisson_lock__channel",
+        message: "0",
         fair: false,
         pubsub: true,
         token: false,
@@ -171,6 +175,7 @@ fn write() -> Kind<Write> {
         suffix: ":write",
         mode: Some("write"),
         channel_prefix: "redisson_rwlock",
+        message: "1",
         ..retype(reentrant())
     }
 }
@@ -183,6 +188,7 @@ fn retype<A: LockKind, B: LockKind>(k: Kind<A>) -> Kind<B> {
         suffix: k.suffix,
         mode: k.mode,
         channel_prefix: k.channel_prefix,
+        message: k.message,
         fair: k.fair,
         pubsub: k.pubsub,
         token: k.token,
@@ -531,6 +537,7 @@ async fn dropped_acquire_leaves_nothing<K: LockKind>(k: Kind<K>) {
     w.abort();
     assert!(w.await.unwrap_err().is_cancelled(), "{what}");
     assert!(writes_resumed(&server, WITHIN).await);
+    let _: () = raw.del("probe:after-pause").await.unwrap();
     assert_no_tracked_holds(&waiting, WITHIN).await;
     assert_eq!(waiting.stats().watched_holds, 0, "{what}");
     only_left(&server, &k.lasting(&name), what).await;
@@ -559,7 +566,7 @@ async fn release_wakes_another_clients_waiter<K: LockKind>(k: Kind<K>) {
     guard.unlock().await.unwrap();
     assert_eq!(
         listener.next(WITHIN).await.as_deref(),
-        Some("0"),
+        Some(k.message),
         "{what}: no unlock message on {channel}"
     );
     let g = got(w, WITHIN, what).await;
