@@ -978,7 +978,7 @@ MUTANTS = [
     (
         "fence-ignored",
         "lua/fenced_set.lua",
-        """if token < last then""",
+        """if last and below(ARGV[1], last) then""",
         """if false then""",
         ["--test", "fencing", "a_paused_holders_stale_write_is_refused_by_the_redis_helper"],
         "FencedValue::set writes whatever the token: a paused holder's late write overwrites the current holder's",

@@ -287,6 +287,8 @@ pub trait LockKind: RawLock {}
 impl<T: RawLock> LockKind for T {}
 
 /// The common acquire reply: `{count}` or `{count, token}` when taken, an integer TTL otherwise.
+/// The token comes as the counter's decimal string (`lua/fenced_lock.lua`: a Lua number would
+/// round it above 2^53); an integer is read too.
 pub(crate) fn parse_acquire(reply: &Value) -> Option<Acquire> {
     match reply {
         Value::Array(v) => match v.as_slice() {
@@ -294,13 +296,24 @@ pub(crate) fn parse_acquire(reply: &Value) -> Option<Acquire> {
                 count: u32::try_from(*c).ok()?,
                 token: None,
             }),
-            [Value::Int(c), Value::Int(t)] => Some(Acquire::Taken {
+            [Value::Int(c), t] => Some(Acquire::Taken {
                 count: u32::try_from(*c).ok()?,
-                token: Some(*t),
+                token: Some(parse_token(t)?),
             }),
             _ => None,
         },
         Value::Int(ttl) => Some(Acquire::Held { ttl_ms: *ttl }),
+        _ => None,
+    }
+}
+
+/// A fencing token in a script's reply: a decimal string (exact over the whole i64 range) or an
+/// integer.
+fn parse_token(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(t) => Some(*t),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
         _ => None,
     }
 }
