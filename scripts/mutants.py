@@ -983,6 +983,99 @@ MUTANTS = [
         ["--test", "fencing", "a_paused_holders_stale_write_is_refused_by_the_redis_helper"],
         "FencedValue::set writes whatever the token: a paused holder's late write overwrites the current holder's",
     ),
+    # --- The second round of holes (tests/it/holes2/, the model and the schedules).
+    (
+        "refusal-unheard",
+        "src/lock/engine.rs",
+        """            if let Some(e) = channel.refusal() {""",
+        """            if let Some(e) = channel.refusal().filter(|_| false) {""",
+        ["--test", "holes2", "multi_channel_refusals::a_resubscription_refused"],
+        "a lock waiter parked on a channel the server refused at a resubscription is never told: it sleeps until the holder's lease ends",
+    ),
+    (
+        "sync-refusal-unheard",
+        "src/sync/mod.rs",
+        """        if let Some(e) = channel.refusal() {""",
+        """        if let Some(e) = channel.refusal().filter(|_| false) {""",
+        ["--test", "holes2", "multi_channel_refusals::a_semaphore_waiter_refused"],
+        "a synchronizer waiter on a channel refused at a resubscription polls out its whole budget",
+    ),
+    (
+        "refusal-spreads",
+        "src/pubsub/mod.rs",
+        """        let refusal = refused.iter().find(|(r, _)| *r == n).map(|(_, e)| e);""",
+        """        let refusal = refused.first().map(|(_, e)| e);""",
+        ["--test", "holes2", "multi_channel_refusals::waiters_parking_at_once"],
+        "one refused channel in a SUBSCRIBE of several marks every channel of it refused",
+    ),
+    (
+        "fair-leave-silent",
+        "lua/fair_cancel.lua",
+        """    redis.call(ARGV[3], KEYS[4] .. ':' .. queue[2], ARGV[4])""",
+        """    local _ = queue[2]""",
+        ["--test", "holes2", "fair_head_leaves::"],
+        "a fair head leaving a free lock wakes nobody: the new head sleeps until its deadline",
+    ),
+    (
+        "nr-fair-cancel-stays",
+        "src/raw/non_reentrant.rs",
+        """    fn cancel_script(&self, op: &Op<'_>) -> Option<Call> {
+        Fair.cancel_script(op)
+    }""",
+        """    fn cancel_script(&self, _op: &Op<'_>) -> Option<Call> {
+        None
+    }""",
+        ["--test", "holes2", "kind_matrix::"],
+        "a non-reentrant fair waiter that times out or is cancelled stays in Redisson's queue",
+    ),
+    (
+        "fence-rounded",
+        "lua/fenced_set.lua",
+        """if last and below(ARGV[1], last) then""",
+        """if last and tonumber(ARGV[1]) < tonumber(last) then""",
+        ["--test", "holes2", "fenced_edges::"],
+        "FencedValue compares tokens as Lua numbers (doubles): a stale token next to 2^53 or i64::MAX is accepted",
+    ),
+    (
+        "token-rounded",
+        "lua/fenced_lock.lua",
+        """    redis.call('incr', KEYS[2])
+    local token = redis.call('get', KEYS[2])""",
+        """    local token = redis.call('incr', KEYS[2])""",
+        ["--test", "holes2", "fenced_edges::our_fenced_lock_mints"],
+        "the fenced lock returns INCR's reply through a Lua number: one token above 2^53 handed to two holders",
+    ),
+    (
+        "model-retry-releases",
+        "src/lock/release.rs",
+        """        Try::Trim { target: after }
+    } else {""",
+        """        Try::Release
+    } else {""",
+        ["--lib", "lock::model::"],
+        "a release retried after an unknown outcome sends the release again instead of the trim: the model finds a double release",
+    ),
+    (
+        "schedule-epoch-late",
+        "src/holds/mod.rs",
+        """            let notified = self.ended.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so an end in between is not missed.
+            notified.as_mut().enable();
+            if self.epoch() != seen {
+                return;
+            }
+            notified.await;""",
+        """            if self.epoch() != seen {
+                return;
+            }
+            let notified = self.ended.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            notified.await;""",
+        ["--lib", "holds::schedules::"],
+        "a wait for a hold's loss registers after its check: a loss in between is never heard (shuttle finds the schedule)",
+    ),
 ]
 
 def command(test):
