@@ -4,6 +4,8 @@
 
 mod cleanup;
 mod engine;
+#[cfg(test)]
+mod fair_model;
 mod guard;
 #[cfg(test)]
 mod model;
