@@ -77,6 +77,44 @@ struct State {
     out: HashMap<Vec<u8>, usize>,
 }
 
+/// A batch [`take_ready`] took: its operations, in queue order, and their lock keys (booked in
+/// [`State::out`]).
+type Ready = (Vec<Queued>, Vec<Vec<u8>>);
+
+/// The state transitions, each made under the [`Batcher`]'s lock (`conn/batch/schedules.rs`
+/// explores their interleavings).
+impl State {
+    /// [`Batcher::enter`]'s choice: takes a lone slot for an operation on `key` when it may go
+    /// alone ([`goes_direct`]); otherwise the caller queues it.
+    fn take_direct(&mut self, key: &[u8]) -> bool {
+        let direct = goes_direct(self, key);
+        if direct {
+            self.direct += 1;
+        }
+        direct
+    }
+
+    /// A lone operation landed: its slot is free, and the queue may leave.
+    fn landed(&mut self) -> Option<Ready> {
+        self.direct -= 1;
+        take_ready(self)
+    }
+
+    /// A batch ended: its keys are free, its flight too, and the queue may leave on it.
+    fn batch_done(&mut self, keys: Vec<Vec<u8>>) -> Option<Ready> {
+        for key in keys {
+            if let Some(n) = self.out.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.out.remove(&key);
+                }
+            }
+        }
+        self.flights -= 1;
+        take_ready(self)
+    }
+}
+
 /// One queued operation: its own `EVALSHA sha numkeys KEYS... ARGV...` command (sent as it is
 /// when it travels alone), whose keys and arguments a batch copies straight from it.
 struct Queued {
@@ -169,8 +207,7 @@ impl Batcher {
     /// Takes a free lone slot, or queues `cmd` (which [`carries`](Self::carries) accepted).
     pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
         let mut state = self.state.lock();
-        if goes_direct(&state, lock_key(cmd).unwrap_or_default()) {
-            state.direct += 1;
+        if state.take_direct(lock_key(cmd).unwrap_or_default()) {
             return Ok(Entry::Direct(Flight(self.clone())));
         }
         let (tx, rx) = oneshot::channel();
@@ -188,36 +225,20 @@ impl Batcher {
 
     /// A lone operation landed: the queue may leave.
     fn landed(self: &Arc<Self>) {
-        let next = {
-            let mut state = self.state.lock();
-            state.direct -= 1;
-            take_ready(&mut state)
-        };
+        let next = self.state.lock().landed();
         self.start(next);
     }
 
     /// A batch ended: its keys are free, and the queue may leave on its flight.
     fn batch_done(self: &Arc<Self>, keys: Vec<Vec<u8>>) {
-        let next = {
-            let mut state = self.state.lock();
-            for key in keys {
-                if let Some(n) = state.out.get_mut(&key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        state.out.remove(&key);
-                    }
-                }
-            }
-            state.flights -= 1;
-            take_ready(&mut state)
-        };
+        let next = self.state.lock().batch_done(keys);
         // Outside the lock: a task spawned on a runtime shutting down is dropped at once,
         // and its `BatchOut` comes back here.
         self.start(next);
     }
 
     /// Sends a batch [`take_ready`] took (one script call per hash slot, in parallel).
-    fn start(self: &Arc<Self>, next: Option<(Vec<Queued>, Vec<Vec<u8>>)>) {
+    fn start(self: &Arc<Self>, next: Option<Ready>) {
         let Some((queued, keys)) = next else { return };
         let out = BatchOut(self.clone(), keys);
         let this = self.clone();
@@ -432,8 +453,7 @@ fn goes_direct(state: &State, key: &[u8]) -> bool {
 /// Takes, when a flight is free, every queued operation whose key no batch out holds (and that
 /// no earlier operation on its key still waits ahead of) as the next batch, booking the flight
 /// and the keys; the others stay queued, in order.
-#[allow(clippy::type_complexity)]
-fn take_ready(state: &mut State) -> Option<(Vec<Queued>, Vec<Vec<u8>>)> {
+fn take_ready(state: &mut State) -> Option<Ready> {
     if state.flights >= MAX_IN_FLIGHT || state.queue.is_empty() {
         return None;
     }
@@ -488,5 +508,7 @@ fn parse(cmd: &Cmd) -> Option<(u8, usize)> {
     (nkeys >= 1 && words >= nkeys && fits).then_some((index, nkeys))
 }
 
+#[cfg(test)]
+mod schedules;
 #[cfg(test)]
 mod tests;
