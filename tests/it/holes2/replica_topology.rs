@@ -67,6 +67,35 @@ fn master_counts(port: u16, n: usize) -> bool {
     })
 }
 
+/// Whether the `n` replicas of the master on `port` come to confirm a write (`WAIT n`) within
+/// a bound: past their initial sync and loading, the lock writes' `WAIT`s count them. The probe
+/// writes `{tag}:probe` (a key the master serves, on a cluster).
+fn acked(port: u16, n: usize, tag: &str) -> bool {
+    wait_until(BOUND, || {
+        let mut c = conn(port);
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{{tag}}}:probe"))
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+        redis::cmd("WAIT")
+            .arg(n)
+            .arg(200)
+            .query::<usize>(&mut c)
+            .is_ok_and(|acked| acked == n)
+    })
+}
+
+/// Starts full syncs at once (the default waits 5 s for more replicas to share one).
+fn sync_at_once(port: u16) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-diskless-sync-delay")
+        .arg(0)
+        .query(&mut conn(port))
+        .unwrap();
+}
+
 /// Whether the replica on `port` comes to have its link to its master up.
 fn linked(port: u16) -> bool {
     wait_until(BOUND, || {
@@ -181,12 +210,12 @@ async fn writes_wait_for_an_added_replica(
 /// back (`REPLICAOF`), while one client with replica sync lives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone_replica_detached_then_attached_again() {
-    let master = TestServer::start();
+    let master = TestServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port.to_string();
     let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    assert!(linked(replica.port) && master_counts(master.port, 1));
-    let client = master.client_with(synced).await;
     let tag = "st";
+    assert!(linked(replica.port) && master_counts(master.port, 1) && acked(master.port, 1, tag));
+    let client = master.client_with(synced).await;
     // The count (1) is read and confirmed, right before the replica leaves.
     write(&client, &format!("{{{tag}}}:first")).await.unwrap();
 
@@ -203,10 +232,11 @@ async fn standalone_replica_detached_then_attached_again() {
         .arg(master.port)
         .query(&mut conn(replica.port))
         .unwrap();
-    assert!(linked(replica.port) && master_counts(master.port, 1));
+    assert!(linked(replica.port) && master_counts(master.port, 1) && acked(master.port, 1, tag));
     replica.pause();
     writes_wait_for_an_added_replica(&client, master.port, tag, 1, "attached").await;
     replica.resume();
+    assert!(acked(master.port, 1, tag));
     write(&client, &format!("{{{tag}}}:last")).await.unwrap();
 }
 
@@ -217,21 +247,26 @@ async fn standalone_replica_detached_then_attached_again() {
 async fn sentinel_replica_added_then_both_removed() {
     let mut s = TestSentinel::start();
     let master = s.master.port;
-    assert!(master_counts(master, 1), "the replica is not online");
+    let tag = "sn";
+    assert!(
+        master_counts(master, 1) && acked(master, 1, tag),
+        "the replica is not online"
+    );
+    sync_at_once(master);
     let client = Client::with_config(synced(Config::sentinel(s.sentinel_urls(), MASTER_NAME)))
         .await
         .unwrap();
-    let tag = "sn";
     write(&client, &format!("{{{tag}}}:first")).await.unwrap();
 
     let mut added = TestServer::start_with(&["--replicaof", "127.0.0.1", &master.to_string()]);
-    assert!(linked(added.port) && master_counts(master, 2));
+    assert!(linked(added.port) && master_counts(master, 2) && acked(master, 2, tag));
     let first = pid(s.replica.port);
     signal(&first, "STOP");
     added.pause();
     writes_wait_for_an_added_replica(&client, master, tag, 2, "added").await;
     signal(&first, "CONT");
     added.resume();
+    assert!(acked(master, 2, tag));
     write(&client, &format!("{{{tag}}}:both")).await.unwrap();
 
     added.kill();
@@ -274,6 +309,7 @@ async fn cluster_replica_joins_a_shard_then_dies() {
         .arg("MYID")
         .query(&mut conn(master))
         .unwrap();
+    sync_at_once(master);
 
     let bus = free_port().to_string();
     let mut replica = TestServer::start_with(&[
@@ -311,10 +347,11 @@ async fn cluster_replica_joins_a_shard_then_dies() {
         }),
         "the new node never became the master's replica"
     );
-    assert!(linked(replica.port) && master_counts(master, 1));
+    assert!(linked(replica.port) && master_counts(master, 1) && acked(master, 1, tag));
     replica.pause();
     writes_wait_for_an_added_replica(&client, master, tag, 1, "joined").await;
     replica.resume();
+    assert!(acked(master, 1, tag));
     write(&client, &format!("{{{tag}}}:both")).await.unwrap();
 
     // A tag of the same master whose count is read right now (its first write), so a count
