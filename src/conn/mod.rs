@@ -168,6 +168,11 @@ impl Conn {
         self.batch.as_ref().map_or((0, 0), |b| b.counts())
     }
 
+    /// Group-commit operations queued now, waiting for a flight.
+    pub(crate) fn batch_queued(&self) -> usize {
+        self.batch.as_ref().map_or(0, |b| b.queued())
+    }
+
     /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
     fn syncs(&self) -> bool {
         self.synced && (self.live_sync().is_some() || self.live_aof().is_some())
