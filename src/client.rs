@@ -411,6 +411,7 @@ impl Client {
             dropped_latch_deletions: self.inner.latches.dropped(),
             batches: self.inner.conn.batch_counts().0,
             batched_operations: self.inner.conn.batch_counts().1,
+            queued_operations: self.inner.conn.batch_queued(),
         }
     }
 
@@ -523,4 +524,7 @@ pub struct ClientStats {
     pub batches: u64,
     /// The operations those batches carried.
     pub batched_operations: u64,
+    /// Operations queued now for the next batch (group commit): sent while the connection
+    /// already had its lone operations out.
+    pub queued_operations: usize,
 }

@@ -197,6 +197,11 @@ impl Batcher {
         )
     }
 
+    /// Operations queued now, waiting for a flight.
+    pub(crate) fn queued(&self) -> usize {
+        self.state.lock().queue.len()
+    }
+
     /// Whether `cmd` is a script a batch may carry (compares its SHA1 only).
     pub(super) fn carries(cmd: &Cmd) -> bool {
         let mut args = cmd.args_iter();

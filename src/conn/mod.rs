@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -168,6 +168,11 @@ impl Conn {
         self.batch.as_ref().map_or((0, 0), |b| b.counts())
     }
 
+    /// Group-commit operations queued now, waiting for a flight.
+    pub(crate) fn batch_queued(&self) -> usize {
+        self.batch.as_ref().map_or(0, |b| b.queued())
+    }
+
     /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
     fn syncs(&self) -> bool {
         self.synced && (self.live_sync().is_some() || self.live_aof().is_some())
@@ -314,10 +319,10 @@ impl Conn {
         let replicas = match sync {
             None => 0,
             Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
-                Some(n) => n,
-                None => {
+                Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,
+                _ => {
                     let n = self.connected_replicas(slot).await?;
-                    sync.replicas.insert(slot, n);
+                    sync.replicas.insert(slot, (n, Instant::now()));
                     n
                 }
             },
@@ -484,10 +489,19 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// Replica counts per hash slot's master, read once and refreshed when `WAIT` disagrees.
+/// How long a replica count read from `INFO replication` is used before it is read again. A
+/// replica that goes away shows at once (the `WAIT` that it does not confirm disagrees with the
+/// count, which is then read again), but one that is added shows in no reply: a count of 0
+/// sends no `WAIT` at all, and a `WAIT` for fewer replicas than there are returns as soon as
+/// those confirmed. So the count is read again at least this often, as Redisson rescans its
+/// topology (`scanInterval`, 1 s): from then on lock writes wait for the new replica too.
+const REPLICA_REFRESH: Duration = Duration::from_secs(2);
+
+/// Replica counts per hash slot's master, each with when it was read: read again when older
+/// than [`REPLICA_REFRESH`], or at once when `WAIT` disagrees with it or fails.
 struct ReplicaCounts {
     timeout: Duration,
-    replicas: DashMap<Slot, i64>,
+    replicas: DashMap<Slot, (i64, Instant)>,
 }
 
 /// Only scripts are followed by `WAIT` on a synced handle: the `SCRIPT LOAD` that redis-rs
