@@ -1046,6 +1046,22 @@ MUTANTS = [
         "the fenced lock returns INCR's reply through a Lua number: one token above 2^53 handed to two holders",
     ),
     (
+        "replica-count-forever",
+        "src/conn/mod.rs",
+        """                Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,""",
+        """                Some((n, _read)) => n,""",
+        ["--test", "holes2", "replica_topology::standalone_replica_detached_then_attached_again"],
+        "the replica count behind WAIT is read once: a replica added later is never waited for",
+    ),
+    (
+        "batch-noscript",
+        "src/conn/batch.rs",
+        """        if matches!(&reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {""",
+        """        if false {""",
+        ["--test", "holes2", "batch_recovery::noscript_between_pile_up_and_release"],
+        "a batch that met NOSCRIPT (SCRIPT FLUSH, an empty restart) fails all its operations instead of loading the batch script",
+    ),
+    (
         "model-retry-releases",
         "src/lock/release.rs",
         """        Try::Trim { target: after }
