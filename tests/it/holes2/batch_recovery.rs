@@ -75,6 +75,23 @@ async fn cmd(raw: &mut redis::aio::MultiplexedConnection, args: &[&str]) {
     let _: redis::Value = c.query_async(raw).await.unwrap();
 }
 
+/// `EVALSHA`s the server took so far, run or refused (`cmdstat_evalsha`'s `calls` and
+/// `rejected_calls`).
+async fn evalshas(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let stats = info(raw, "commandstats").await;
+    let Some(line) = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+    else {
+        return 0;
+    };
+    line.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| *k == "calls" || *k == "rejected_calls")
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum()
+}
+
 /// A port nothing listens on (bound, then released): a master that never answers.
 fn dead_port() -> String {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -173,6 +190,9 @@ async fn cell(path: Path, batching: bool) {
         })
         .collect();
     piled_up(&client, &server, N, &what).await;
+    // Nothing has run since the pause: from here on, each lone operation sends its script at
+    // most twice (`NOSCRIPT`, then after loading it) and the batch too.
+    let sent_before = evalshas(&mut raw).await;
     match path {
         Path::NoScript => cmd(&mut raw, &["SCRIPT", "FLUSH"]).await,
         Path::ReadOnly => cmd(&mut raw, &["REPLICAOF", "127.0.0.1", &dead_port()]).await,
@@ -252,6 +272,16 @@ async fn cell(path: Path, batching: bool) {
             held,
             [(owner, count)].into_iter().collect(),
             "{what}: {key} after the recovery"
+        );
+    }
+    // The batch itself recovered: it loaded its own script and ran again as one batch. Had it
+    // handed NOSCRIPT to each operation, each would have reloaded its own script and gone
+    // alone (24 more sends; on a busy client, queued again, they would meet NOSCRIPT again).
+    if path == Path::NoScript && batching {
+        let sent = evalshas(&mut raw).await - sent_before;
+        assert!(
+            sent <= 2 * ALONE as u64 + 2,
+            "{what}: {sent} EVALSHAs after the flush: the batch did not recover as a batch"
         );
     }
     // Releasing every guard deletes every lock: no count inflated, none lost.
