@@ -42,12 +42,22 @@ fn synced(config: Config) -> Config {
         .with_retry_attempts(1)
 }
 
-/// A sync connection to the server on `port`.
+/// A sync connection to the server on `port`, tried again within [`BOUND`] (a loaded machine
+/// can miss one connect's timeout while a server forks for a full sync), with the port and the
+/// last error in the panic.
 fn conn(port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap()
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let deadline = std::time::Instant::now() + BOUND;
+    loop {
+        match client.get_connection_with_timeout(Duration::from_secs(5)) {
+            Ok(c) => return c,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("connect to {port}: {e} (trying again)");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("cannot connect to the server on port {port}: {e}"),
+        }
+    }
 }
 
 fn info(port: u16, section: &str) -> String {
