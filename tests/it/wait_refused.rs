@@ -58,18 +58,7 @@ async fn acl(server: &TestServer, rules: &[&str]) {
 
 /// `WAIT`s the master refused so far (`rejected_calls` of its command stats).
 async fn waits_rejected(server: &TestServer) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut server.conn().await)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_wait:"))
-        .and_then(|l| {
-            l.split(',')
-                .find_map(|kv| kv.strip_prefix("rejected_calls="))
-        })
-        .map_or(0, |n| n.trim().parse().unwrap())
+    crate::support::rejected_calls(server, "wait").await
 }
 
 /// Replica sync on a single server is off by default: these configs ask for it.

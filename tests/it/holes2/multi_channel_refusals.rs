@@ -25,7 +25,7 @@ use crate::java::sync_ops::{calls_at_least, SCRIPTS};
 use crate::support::cluster::TestCluster;
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::redisson::{channel, reset_stats, sem_channel};
-use crate::support::{eventually, kill_subscribers, numsub_on, TestServer};
+use crate::support::{eventually, kill_subscribers, numsub_on, rejected_calls, TestServer};
 
 /// The holders' lease: a waiter no message wakes sleeps until it ends.
 const HOLDER_LEASE: Duration = Duration::from_secs(120);
@@ -74,22 +74,6 @@ async fn set_rule(server: &TestServer, rule: Vec<String>) {
         .query_async(&mut server.conn().await)
         .await
         .unwrap();
-}
-
-/// `cmdstat_<command>`'s `rejected_calls` since the last reset.
-async fn rejected(server: &TestServer, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut server.conn().await)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
-        .and_then(|l| {
-            l.split(',')
-                .find_map(|kv| kv.strip_prefix("rejected_calls="))
-        })
-        .map_or(0, |n| n.trim().parse().unwrap())
 }
 
 /// The `sub=` counts of user `mc`'s pub/sub connections (`CLIENT LIST`).
@@ -260,9 +244,9 @@ async fn waiters_parking_at_once_each_get_their_own_truth() {
     subscribed_for_real(&server, "first subscription").await;
     // They shared one command: the server refused it whole, then the refused channel alone.
     assert!(
-        rejected(&server, "subscribe").await >= 2,
+        rejected_calls(&server, "subscribe").await >= 2,
         "the channels did not go in one SUBSCRIBE (rejected {})",
-        rejected(&server, "subscribe").await
+        rejected_calls(&server, "subscribe").await
     );
     // Each tried, subscribed, tried again: now only a message wakes it.
     calls_at_least(&server, &SCRIPTS, 2 * 3 + 1, "first subscription").await;
@@ -323,9 +307,9 @@ async fn a_resubscription_refused_for_one_channel_gives_each_waiter_its_own_trut
     refused(waiters[REFUSED].take().unwrap(), "resubscription").await;
     subscribed_for_real(&server, "resubscription").await;
     assert!(
-        rejected(&server, "subscribe").await >= 2,
+        rejected_calls(&server, "subscribe").await >= 2,
         "the channels did not go in one SUBSCRIBE (rejected {})",
-        rejected(&server, "subscribe").await
+        rejected_calls(&server, "subscribe").await
     );
     // Woken by the reconnect, each tried again: now only a message wakes it.
     calls_at_least(&server, &SCRIPTS, 3, "resubscription").await;
@@ -517,9 +501,9 @@ async fn a_semaphore_waiter_refused_on_a_resubscription_is_told() {
     assert_eq!(numsub_on(&server, &granted[1]).await, 0);
     assert_eq!(pubsub_clients(&server).await, [1], "CLIENT LIST");
     assert!(
-        rejected(&server, "subscribe").await >= 2,
+        rejected_calls(&server, "subscribe").await >= 2,
         "the channels did not go in one SUBSCRIBE (rejected {})",
-        rejected(&server, "subscribe").await
+        rejected_calls(&server, "subscribe").await
     );
     calls_at_least(&server, &SCRIPTS, 1, "resubscription").await;
     assert!(

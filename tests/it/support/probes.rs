@@ -217,3 +217,20 @@ pub async fn assert_nothing_left(server: &TestServer) {
     .await;
     assert!(empty, "keys left behind: {:?}", keys().await);
 }
+
+/// `cmdstat_<command>`'s `rejected_calls` on `server` since the last stats reset (0 when the
+/// command was never refused).
+pub async fn rejected_calls(server: &TestServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|l| {
+            l.split(',')
+                .find_map(|kv| kv.strip_prefix("rejected_calls="))
+        })
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
