@@ -12,7 +12,7 @@ checkout is never touched.
     scripts/mutants --list       # the table only
 
 Exit status: 0 when every selected mutant was killed, 1 otherwise.
-Results are documented in docs/reliability.md ("Mutant table").
+Results are documented in docs/maintainers/mutants.md ("The curated mutants").
 """
 
 import os
