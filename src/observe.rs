@@ -11,10 +11,10 @@
 //! | metric | type | unit | labels | what |
 //! |---|---|---|---|---|
 //! | `redisson_lock_acquire_wait_seconds` | histogram | seconds | `kind`, `outcome` | time from an acquire's call to its end; `outcome`: `acquired` (for a latch: it reached zero), `timeout`, `error`, or `cancelled` (the future was dropped mid-acquire or mid-wait) |
-//! | `redisson_lock_hold_seconds` | histogram | seconds | `kind` | time a lock guard held its grant, recorded when it is released |
+//! | `redisson_lock_hold_seconds` | histogram | seconds | `kind` | time a lock guard or a permit guard (`PermitGuard`) held its grant, recorded when it is released |
 //! | `redisson_lock_releases_total` | counter | count | `kind`, `outcome` | releases (a lock's `unlock` or guard release, a semaphore's `release`, a latch's `count_down`); `outcome`: `released`, `still_held` (a re-entrant hold stays), `not_held`, `error` |
 //! | `redisson_lock_permits_total` | counter | count | `kind`, `direction` | permits `acquired` and `released` by this process (semaphores and rate limiters) |
-//! | `redisson_lock_waiters` | gauge | count | `kind` | lock waiters parked right now (on pub/sub, or polling for the spin lock) |
+//! | `redisson_lock_waiters` | gauge | count | `kind` | waiters parked right now (on pub/sub, or sleeping between tries for the spin lock and the rate limiter) |
 //! | `redisson_lock_leases_lost_total` | counter | count | `by`: `watchdog` or `release` | holds found gone while the client believed it held them |
 //! | `redisson_lock_renewals_total` | counter | count | | holds renewed by the watchdog |
 //! | `redisson_lock_watchdog_lag_seconds` | histogram | seconds | | how late each watchdog tick ran after it was due (a starved runtime shows here first) |
@@ -97,7 +97,11 @@ pub fn describe() {
             Unit::Seconds,
             "Time from an acquire's call to its end, by kind and outcome"
         );
-        describe_histogram!(HOLD_TIME, Unit::Seconds, "Time a lock guard held its grant");
+        describe_histogram!(
+            HOLD_TIME,
+            Unit::Seconds,
+            "Time a lock or permit guard held its grant"
+        );
         describe_counter!(
             RELEASES,
             Unit::Count,
@@ -108,7 +112,7 @@ pub fn describe() {
             Unit::Count,
             "Permits acquired and released by this process, by kind and direction"
         );
-        describe_gauge!(WAITERS, Unit::Count, "Lock waiters parked right now");
+        describe_gauge!(WAITERS, Unit::Count, "Waiters parked right now");
         describe_counter!(
             LEASES_LOST,
             Unit::Count,

@@ -219,6 +219,12 @@ async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now
     let id = pes.acquire(None).await.unwrap();
     pes.release(&id).await.unwrap();
     assert!(!pes.try_release(&id).await.unwrap());
+    pes.acquire_guarded()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
     let latch = client.get_count_down_latch("m:latch");
     assert!(latch.try_set_count(1).await.unwrap());
     let waiting = {
@@ -250,7 +256,9 @@ async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now
     };
     assert_eq!(waits("semaphore", "acquired"), 1);
     assert_eq!(waits("semaphore", "timeout"), 1);
-    assert_eq!(waits("permit_semaphore", "acquired"), 1);
+    assert_eq!(waits("permit_semaphore", "acquired"), 2);
+    let guard_holds = t.samples(observe::HOLD_TIME, &[("kind", "permit_semaphore")]);
+    assert_eq!(guard_holds.len(), 1);
     assert_eq!(waits("latch", "acquired"), 1);
     assert_eq!(waits("rate_limiter", "acquired"), 1);
     assert_eq!(waits("rate_limiter", "timeout"), 1);
@@ -262,13 +270,13 @@ async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now
     };
     assert_eq!(permits("semaphore", "acquired"), 2);
     assert_eq!(permits("semaphore", "released"), 2);
-    assert_eq!(permits("permit_semaphore", "acquired"), 1);
-    assert_eq!(permits("permit_semaphore", "released"), 1);
+    assert_eq!(permits("permit_semaphore", "acquired"), 2);
+    assert_eq!(permits("permit_semaphore", "released"), 2);
     assert_eq!(permits("rate_limiter", "acquired"), 3);
     let releases =
         |kind, outcome| t.counter(observe::RELEASES, &[("kind", kind), ("outcome", outcome)]);
     assert_eq!(releases("semaphore", "released"), 1);
-    assert_eq!(releases("permit_semaphore", "released"), 1);
+    assert_eq!(releases("permit_semaphore", "released"), 2);
     assert_eq!(releases("permit_semaphore", "not_held"), 1);
     assert_eq!(releases("latch", "released"), 1);
     // The locks' releases, counted the same way (the first step's unlocks).
@@ -296,8 +304,15 @@ async fn cancelled(server: &TestServer, client: &Client, other: &Client, now: &N
         tokio::spawn(async move { sem.acquire(1).await })
     };
     assert!(parked_on(server, "redisson_sc:{m:sem-cancel}").await);
+    let gauge = || now().gauge(observe::WAITERS, &[("kind", "semaphore")]);
+    let in_gauge = eventually(Duration::from_secs(20), || async { gauge() == 1.0 });
+    assert!(
+        in_gauge.await,
+        "the parked semaphore waiter is not in the gauge"
+    );
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(gauge(), 0.0);
 
     let t = now();
     let cancelled = |kind| {

@@ -144,12 +144,19 @@ impl CountDownLatch {
         self.inner.check()?;
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
-        let waiting = wait_for(&c.client, &c.channel, Wake::All, deadline, || async {
-            Ok(match self.get_count().await? {
-                0 => Step::Done(()),
-                _ => Step::Wait(None),
-            })
-        });
+        let waiting = wait_for(
+            "latch",
+            &c.client,
+            &c.channel,
+            Wake::All,
+            deadline,
+            || async {
+                Ok(match self.get_count().await? {
+                    0 => Step::Done(()),
+                    _ => Step::Wait(None),
+                })
+            },
+        );
         let open = observe::acquire(c.observe_as("await", "latch"), 0, waiting).await?;
         Ok(open.is_some())
     }

@@ -50,8 +50,10 @@ pub(crate) enum Step<T> {
 }
 
 /// Runs `attempt` until it is done or `deadline` passes, sleeping on `channel` in between (see
-/// the module docs). `Ok(None)`: the deadline passed first.
+/// the module docs; a parked waiter counts in the `kind`'s waiters gauge). `Ok(None)`: the
+/// deadline passed first.
 pub(crate) async fn wait_for<T, F, Fut>(
+    kind: &'static str,
     client: &Client,
     channel: &str,
     wake: Wake,
@@ -87,6 +89,7 @@ where
         Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
         Err(e) => return Err(e),
     };
+    let _parked = observe::Parked::new(kind);
     let mut retry = Retry::attempts(config).op("acquire");
     loop {
         // Register for wake-ups *before* trying, so a message in between is not missed.

@@ -345,9 +345,14 @@ impl PermitExpirableSemaphore {
         }
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
-        let waiting = wait_for(&c.client, &c.channel, Wake::Permits, deadline, || async {
-            self.attempt(lease, n).await
-        });
+        let waiting = wait_for(
+            KIND,
+            &c.client,
+            &c.channel,
+            Wake::Permits,
+            deadline,
+            || async { self.attempt(lease, n).await },
+        );
         observe::acquire(c.observe_as("acquire", KIND), n.into(), waiting).await
     }
 

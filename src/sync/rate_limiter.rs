@@ -413,6 +413,7 @@ impl RateLimiter {
         permits: u64,
         deadline: Option<std::time::Instant>,
     ) -> Result<bool> {
+        let mut parked = None;
         loop {
             let Some(delay) = self.inner.take(permits).await? else {
                 return Ok(true);
@@ -421,6 +422,7 @@ impl RateLimiter {
             let Some(left) = remaining(deadline) else {
                 return Ok(false);
             };
+            parked.get_or_insert_with(|| observe::Parked::new(KIND));
             tokio::time::sleep(delay.min(left)).await;
         }
     }

@@ -259,6 +259,7 @@ impl Semaphore {
         let deadline = wait.and_then(deadline);
         let inner = &self.inner;
         let waiting = wait_for(
+            "semaphore",
             &inner.client,
             &inner.channel,
             Wake::Permits,
