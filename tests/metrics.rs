@@ -370,7 +370,8 @@ async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
 
 /// A lock write no replica confirmed, and a `WAIT` the server refuses.
 async fn replica_sync(now: &Now<'_>) {
-    let master = TestServer::start();
+    // No diskless-sync delay: the replica attaches at once instead of after 5 s.
+    let master = TestServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = master
         .url()
         .trim_end_matches('/')
@@ -389,7 +390,10 @@ async fn replica_sync(now: &Now<'_>) {
     });
     assert!(linked.await, "the replica never attached");
     let client = master
-        .client_with(|c| c.with_replica_sync(Some(Duration::from_millis(200))))
+        .client_with(|c| {
+            c.with_replica_sync(Some(Duration::from_millis(200)))
+                .with_retry_attempts(1)
+        })
         .await;
     replica.pause();
     let r = client.get_lock("m:unsynced").try_lock().await;
