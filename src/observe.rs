@@ -177,10 +177,8 @@ impl<'a> Op<'a> {
     }
 
     fn span(&self) -> Span {
-        let (host, port) = match self.server.and_then(host_port) {
-            Some((h, p)) => (Some(h), Some(p)),
-            None => (None, None),
-        };
+        // Parsed only when the span is enabled (field values are evaluated then only).
+        let server = || self.server.and_then(host_port);
         // A span's name is static: one callsite per operation.
         macro_rules! span {
             ($name:literal) => {
@@ -193,8 +191,8 @@ impl<'a> Op<'a> {
                     db.redisson.kind = self.kind,
                     db.redisson.name = self.name,
                     db.redisson.outcome = Empty,
-                    server.address = host,
-                    server.port = port,
+                    server.address = server().map(|(h, _)| h),
+                    server.port = server().map(|(_, p)| p),
                     error.type = Empty,
                     otel.status_code = Empty,
                 )
