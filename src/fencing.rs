@@ -106,7 +106,7 @@ impl FencedValue {
         self.client.check_open()?;
         let call = scripts::fenced_set(&self.key, &self.fence, token, value.as_ref());
         let config = self.client.config();
-        let mut retry = Retry::attempts(config);
+        let mut retry = Retry::attempts(config).op("fencing");
         loop {
             let mut conn = self.client.conn();
             match call.invoke_async::<i64>(&mut conn).await {

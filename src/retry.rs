@@ -51,6 +51,8 @@ pub(crate) struct Retry<'c> {
     config: &'c Config,
     failures: u32,
     limit: Limit,
+    /// The metrics' `op` label of its retries.
+    op: &'static str,
 }
 
 impl<'c> Retry<'c> {
@@ -60,6 +62,7 @@ impl<'c> Retry<'c> {
             config,
             failures: 0,
             limit: Limit::Attempts,
+            op: "other",
         }
     }
 
@@ -69,6 +72,7 @@ impl<'c> Retry<'c> {
             config,
             failures: 0,
             limit: Limit::Until(deadline),
+            op: "other",
         }
     }
 
@@ -78,6 +82,7 @@ impl<'c> Retry<'c> {
             config,
             failures: 0,
             limit: Limit::Forever,
+            op: "other",
         }
     }
 
@@ -100,10 +105,17 @@ impl<'c> Retry<'c> {
             Limit::Forever => true,
         };
         within.then(|| {
+            crate::observe::retry(self.op);
             let pause = self.config.backoff(self.failures);
             self.failures = self.failures.saturating_add(1);
             pause
         })
+    }
+
+    /// Names the operation whose retries these are (`redisson_lock_retries_total`'s `op`).
+    pub(crate) fn op(mut self, op: &'static str) -> Self {
+        self.op = op;
+        self
     }
 
     /// Counts a failure and, when another try is allowed, sleeps the pause: `true` means try

@@ -116,7 +116,7 @@ async fn release(client: &ClientInner, hold: &Arc<Hold>) -> Outcome {
     }
     let call = trim_to_zero(client, hold);
     let mut conn = client.conn.clone();
-    let mut retry = Retry::attempts(&client.config);
+    let mut retry = Retry::attempts(&client.config).op("shutdown");
     let found = loop {
         // The trim to zero is idempotent: trying it again cannot release anyone else's hold.
         match call.invoke_async::<i64>(&mut conn).await {
@@ -157,7 +157,7 @@ async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result
         publish: client.publish,
     };
     let mut conn = client.conn.clone();
-    let mut retry = Retry::attempts(&client.config);
+    let mut retry = Retry::attempts(&client.config).op("shutdown");
     loop {
         let call = scripts::pes_release(&keys, &id, epoch_ms());
         match call.invoke_async::<i64>(&mut conn).await {

@@ -47,7 +47,9 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
                 let _ = tokio::time::timeout(idle, notified).await;
             }
             Some(period) => {
+                let due = Instant::now() + period;
                 tokio::time::sleep(period).await;
+                observe::watchdog_lag(Instant::now().saturating_duration_since(due));
                 let Some(c) = client.upgrade() else { return };
                 renew_all(&c).await;
             }
@@ -100,6 +102,7 @@ async fn renew_holds(client: &ClientInner) {
                 let mut renewed = 0;
                 for ((slot, epoch), r) in chunk.iter().zip(epochs).zip(results) {
                     if matches!(r, Value::Int(1)) {
+                        observe::renewal_slack(lease.saturating_sub(slot.renewed_at().elapsed()));
                         slot.renewed(started);
                         renewed += 1;
                     } else if slot.lose(epoch) {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redis::AsyncCommands;
-use redisson_lock::{observe, LockError};
+use redisson_lock::{observe, Client, LockError, RateType};
 use support::*;
 
 /// Totals of everything recorded so far. The debugging recorder hands out deltas (each
@@ -107,6 +107,7 @@ async fn a_locks_life_is_recorded() {
         t.add(&snap);
         t
     };
+    let now = &now;
 
     let server = TestServer::start();
     let client = server
@@ -171,11 +172,256 @@ async fn a_locks_life_is_recorded() {
     let before = now().counter(observe::SCRIPT_ERRORS, &[]);
     let _: () = raw.set("m:string", "x").await.unwrap();
     assert!(client.get_lock("m:string").try_lock().await.is_err());
+    {
+        let t = now();
+        assert!(t.counter(observe::SCRIPT_ERRORS, &[]) > before);
+        assert_eq!(
+            t.samples(observe::ACQUIRE_WAIT, &[("outcome", "error")])
+                .len(),
+            1
+        );
+        // The watchdog ran its ticks above: each left its lateness and each renewal its slack.
+        assert!(!t.samples(observe::WATCHDOG_LAG, &[]).is_empty());
+        let slack = t.samples(observe::RENEWAL_SLACK, &[]);
+        assert!(!slack.is_empty(), "no renewal slack recorded");
+        // At most the lease (600 ms): what was left of it, never more.
+        assert!(
+            slack.iter().all(|&s| s <= 0.6),
+            "slack beyond the lease: {slack:?}"
+        );
+    }
+
+    synchronizers(&server, &client, &other, now).await;
+    cancelled(&server, &client, &other, now).await;
+    subscriber_and_retries(&server, now).await;
+    replica_sync(now).await;
+}
+
+/// Whether a waiter comes to be subscribed to `channel` on `server`.
+async fn parked_on(server: &TestServer, channel: &str) -> bool {
+    eventually(Duration::from_secs(20), || async {
+        numsub_on(server, channel).await == 1
+    })
+    .await
+}
+
+type Now<'a> = dyn Fn() -> std::sync::MutexGuard<'a, Totals> + 'a;
+
+/// Semaphores, permit-expirable semaphores, latches and rate limiters record as the locks do.
+async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now: &Now<'_>) {
+    let sem = client.get_semaphore("m:sem");
+    assert!(sem.try_set_permits(3).await.unwrap());
+    assert!(sem.try_acquire(2, Duration::from_secs(5)).await.unwrap());
+    assert!(!sem.try_acquire(2, Duration::ZERO).await.unwrap());
+    sem.release(2).await.unwrap();
+    let pes = client.get_permit_expirable_semaphore("m:pes");
+    assert!(pes.try_set_permits(1).await.unwrap());
+    let id = pes.acquire(None).await.unwrap();
+    pes.release(&id).await.unwrap();
+    assert!(!pes.try_release(&id).await.unwrap());
+    pes.acquire_guarded()
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    let latch = client.get_count_down_latch("m:latch");
+    assert!(latch.try_set_count(1).await.unwrap());
+    let waiting = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    assert!(parked_on(server, "redisson_countdownlatch__channel__{m:latch}").await);
+    other
+        .get_count_down_latch("m:latch")
+        .count_down()
+        .await
+        .unwrap();
+    waiting.await.unwrap().unwrap();
+    let limiter = client.get_rate_limiter("m:rate");
+    limiter
+        .try_set_rate(RateType::Overall, 5, Duration::from_secs(3600), None)
+        .await
+        .unwrap();
+    assert!(limiter.try_acquire(3, Duration::ZERO).await.unwrap());
+    assert!(!limiter.try_acquire(3, Duration::ZERO).await.unwrap());
+
     let t = now();
-    assert!(t.counter(observe::SCRIPT_ERRORS, &[]) > before);
-    assert_eq!(
-        t.samples(observe::ACQUIRE_WAIT, &[("outcome", "error")])
-            .len(),
-        1
+    let waits = |kind, outcome| {
+        t.samples(
+            observe::ACQUIRE_WAIT,
+            &[("kind", kind), ("outcome", outcome)],
+        )
+        .len()
+    };
+    assert_eq!(waits("semaphore", "acquired"), 1);
+    assert_eq!(waits("semaphore", "timeout"), 1);
+    assert_eq!(waits("permit_semaphore", "acquired"), 2);
+    let guard_holds = t.samples(observe::HOLD_TIME, &[("kind", "permit_semaphore")]);
+    assert_eq!(guard_holds.len(), 1);
+    assert_eq!(waits("latch", "acquired"), 1);
+    assert_eq!(waits("rate_limiter", "acquired"), 1);
+    assert_eq!(waits("rate_limiter", "timeout"), 1);
+    let permits = |kind, direction| {
+        t.counter(
+            observe::PERMITS,
+            &[("kind", kind), ("direction", direction)],
+        )
+    };
+    assert_eq!(permits("semaphore", "acquired"), 2);
+    assert_eq!(permits("semaphore", "released"), 2);
+    assert_eq!(permits("permit_semaphore", "acquired"), 2);
+    assert_eq!(permits("permit_semaphore", "released"), 2);
+    assert_eq!(permits("rate_limiter", "acquired"), 3);
+    let releases =
+        |kind, outcome| t.counter(observe::RELEASES, &[("kind", kind), ("outcome", outcome)]);
+    assert_eq!(releases("semaphore", "released"), 1);
+    assert_eq!(releases("permit_semaphore", "released"), 2);
+    assert_eq!(releases("permit_semaphore", "not_held"), 1);
+    assert_eq!(releases("latch", "released"), 1);
+    // The locks' releases, counted the same way (the first step's unlocks).
+    assert!(releases("lock", "released") >= 2);
+    assert_eq!(releases("lock", "not_held"), 1);
+}
+
+/// An acquire whose future is dropped mid-wait is recorded as cancelled, for a lock and a
+/// synchronizer alike.
+async fn cancelled(server: &TestServer, client: &Client, other: &Client, now: &Now<'_>) {
+    let held = other.get_lock("m:cancel").lock().await.unwrap();
+    let lock = client.get_lock("m:cancel");
+    let waiter = tokio::spawn(async move { lock.lock().await.map(|g| g.detach()) });
+    let parked = eventually(Duration::from_secs(20), || async {
+        now().gauge(observe::WAITERS, &[("kind", "lock")]) == 1.0
+    });
+    assert!(parked.await);
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    held.unlock().await.unwrap();
+
+    let sem = client.get_semaphore("m:sem-cancel");
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1).await })
+    };
+    assert!(parked_on(server, "redisson_sc:{m:sem-cancel}").await);
+    let gauge = || now().gauge(observe::WAITERS, &[("kind", "semaphore")]);
+    let in_gauge = eventually(Duration::from_secs(20), || async { gauge() == 1.0 });
+    assert!(
+        in_gauge.await,
+        "the parked semaphore waiter is not in the gauge"
     );
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(gauge(), 0.0);
+
+    let t = now();
+    let cancelled = |kind| {
+        t.samples(
+            observe::ACQUIRE_WAIT,
+            &[("kind", kind), ("outcome", "cancelled")],
+        )
+        .len()
+    };
+    assert_eq!(cancelled("lock"), 1);
+    assert_eq!(cancelled("semaphore"), 1);
+}
+
+/// The subscriber's reconnects, and retries by operation.
+async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
+    let client = server
+        .client_with(|c| {
+            c.with_response_timeout(Duration::from_millis(300))
+                .with_retry_attempts(200)
+                .with_retry_delay(Duration::from_millis(50))
+        })
+        .await;
+    let sem = client.get_semaphore("m:sub");
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1).await })
+    };
+    assert!(parked_on(server, "redisson_sc:{m:sub}").await);
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap();
+    let reconnected = eventually(Duration::from_secs(20), || async {
+        now().counter(observe::SUBSCRIBER_RECONNECTS, &[]) >= 1
+    });
+    assert!(reconnected.await, "no subscriber reconnect counted");
+    sem.release(1).await.unwrap();
+    waiter.await.unwrap().unwrap();
+
+    // A stopped server: the acquire's script times out and is tried again until it answers.
+    server.pause();
+    let lock = client.get_lock("m:retry");
+    let taking = tokio::spawn(async move { lock.try_lock().await.map(|g| g.map(|g| g.detach())) });
+    let retried = eventually(Duration::from_secs(20), || async {
+        now().counter(observe::RETRIES, &[("op", "acquire")]) >= 1
+    })
+    .await;
+    server.resume();
+    assert!(retried, "no acquire retry counted");
+    assert!(taking.await.unwrap().unwrap().is_some());
+}
+
+/// A lock write no replica confirmed, and a `WAIT` the server refuses.
+async fn replica_sync(now: &Now<'_>) {
+    // No diskless-sync delay: the replica attaches at once instead of after 5 s.
+    let master = TestServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let port = master
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let linked = eventually(Duration::from_secs(30), || async {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut master.conn().await)
+            .await
+            .unwrap();
+        info.contains("connected_slaves:1") && info.contains("state=online")
+    });
+    assert!(linked.await, "the replica never attached");
+    let client = master
+        .client_with(|c| {
+            c.with_replica_sync(Some(Duration::from_millis(200)))
+                .with_retry_attempts(1)
+        })
+        .await;
+    replica.pause();
+    let r = client.get_lock("m:unsynced").try_lock().await;
+    replica.resume();
+    assert!(matches!(r, Err(LockError::ReplicaSync { .. })), "{r:?}");
+    let failed = [("command", "WAIT"), ("reason", "unconfirmed")];
+    assert!(now().counter(observe::REPLICA_SYNC_FAILURES, &failed) >= 1);
+
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("nowait")
+        .arg(&["on", ">pw", "~*", "&*", "+@all", "-wait"])
+        .query_async(&mut master.conn().await)
+        .await
+        .unwrap();
+    let url = format!("redis://nowait:pw@127.0.0.1:{port}/");
+    let config = redisson_lock::Config::new(url)
+        .with_replica_sync(Some(Duration::from_millis(200)))
+        .with_replica_sync_policy(redisson_lock::ReplicaSync::BestEffort);
+    let client = Client::with_config(config).await.unwrap();
+    client
+        .get_lock("m:refused")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let refused = [("command", "WAIT"), ("reason", "refused")];
+    assert!(now().counter(observe::REPLICA_SYNC_FAILURES, &refused) >= 1);
 }

@@ -94,6 +94,7 @@ impl Refusals {
     /// The server refused `command`: under [`ReplicaSync::BestEffort`] it is not sent again, the
     /// first refusal is logged, and the caller goes on (`true`); under `Required`, `false`.
     fn refuse(&self, command: &'static str, detail: &str) -> bool {
+        crate::observe::replica_sync_failed(command, "refused");
         if self.policy != ReplicaSync::BestEffort {
             return false;
         }
@@ -372,6 +373,7 @@ impl Conn {
                 sync.replicas.remove(&slot);
             }
             if acked == 0 {
+                crate::observe::replica_sync_failed("WAIT", "unconfirmed");
                 return Ok((
                     reply,
                     Err(self.short(replicas, sync.timeout, "replicas confirmed")),
@@ -394,6 +396,7 @@ impl Conn {
                 _ => (0, 0),
             };
             if local < i64::from(aof.local) || remote < i64::from(aof.replicas) {
+                crate::observe::replica_sync_failed("WAITAOF", "unconfirmed");
                 let short =
                     self.short(i64::from(aof.replicas), aof.timeout, "AOF fsyncs confirmed");
                 return Ok((reply, Err(short)));

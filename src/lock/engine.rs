@@ -289,7 +289,7 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<Granted>> {
         let _parked = Parked::new(K::SPEC.name);
         let client = self.client();
-        let mut retry = Retry::attempts(client.config());
+        let mut retry = Retry::attempts(client.config()).op("acquire");
         let mut last_ttl = -1;
         loop {
             // Register for wake-ups *before* trying, so a release in between is not missed.
@@ -354,7 +354,7 @@ impl<K: LockKind> Lock<K> {
         mut delays: Delays,
     ) -> Result<Option<Granted>> {
         let _parked = Parked::new(K::SPEC.name);
-        let mut retry = Retry::attempts(self.client().config());
+        let mut retry = Retry::attempts(self.client().config()).op("acquire");
         let mut pause = delays.next().unwrap_or_default();
         loop {
             let Some(left) = remaining(deadline) else {
@@ -380,7 +380,7 @@ impl<K: LockKind> Lock<K> {
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
     async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt> {
-        let mut retry = Retry::attempts(self.client().config());
+        let mut retry = Retry::attempts(self.client().config()).op("acquire");
         loop {
             // Attempts are boxed here and in the wait loops: their state (gate, script call)
             // lives only while a script is out, not in every parked waiter's future (`lock()`'s

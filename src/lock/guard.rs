@@ -209,8 +209,8 @@ impl<K: LockKind> LockGuard<K> {
         // Boxed (as the acquisition is): a task that awaits `lock()` and then `unlock()` keeps
         // the larger of the two futures in its state for its whole life, parked included.
         let release = Box::pin(self.lock.release(&self.hold, target, &mut self.armed));
-        let name = self.lock.name();
-        let r = observe::traced("release", K::SPEC.name, name, release, release_outcome).await;
+        let op = self.lock.observed("release");
+        let r = observe::release(op, 0, release, release_outcome).await;
         if r.is_ok() {
             self.armed = false;
         }

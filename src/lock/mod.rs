@@ -150,23 +150,16 @@ impl<K: LockKind> Lock<K> {
         wait: Option<Duration>,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard<K>>> {
-        let kind = K::SPEC.name;
-        let start = std::time::Instant::now();
         // Boxed: a parked waiter then keeps one copy of the acquisition's state (a future moved
         // into another is otherwise laid out in both).
         let acquire = Box::pin(self.acquire(self.request(wait, lease)));
-        let r = observe::traced("acquire", kind, self.name(), acquire, |g| match g {
-            Some(_) => "acquired",
-            None => "timeout",
-        })
-        .await;
-        let outcome = match &r {
-            Ok(Some(_)) => "acquired",
-            Ok(None) => "timeout",
-            Err(_) => "error",
-        };
-        observe::acquire_wait(kind, outcome, start.elapsed());
+        let r = observe::acquire(self.observed("acquire"), 0, acquire).await;
         Ok(r?.map(|g| self.guard(g)))
+    }
+
+    /// `op` on this lock, for its span and metrics.
+    pub(super) fn observed(&self, op: &'static str) -> observe::Op<'_> {
+        observe::Op::new(op, K::SPEC.name, self.name(), self.client().server_url())
     }
 
     fn guard(&self, g: Granted) -> LockGuard<K> {
@@ -360,14 +353,7 @@ impl<K: LockKind> Lock<K> {
         let hold = self.hold(owner);
         let mut pending = true;
         let release = Box::pin(self.release(&hold, Target::Latest, &mut pending));
-        let r = observe::traced(
-            "unlock",
-            K::SPEC.name,
-            self.name(),
-            release,
-            release_outcome,
-        )
-        .await;
+        let r = observe::release(self.observed("unlock"), 0, release, release_outcome).await;
         self.client().holds().forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
@@ -413,11 +399,11 @@ impl<K: LockKind> Lock<K> {
             Ok(reply == 1)
         });
         // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
-        observe::traced("force_unlock", K::SPEC.name, self.name(), run, |deleted| {
+        observe::traced(self.observed("force_unlock"), run, |deleted| {
             if *deleted {
                 "deleted"
             } else {
-                "not locked"
+                "not_locked"
             }
         })
         .await
@@ -452,8 +438,8 @@ fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'stati
 pub(super) fn release_outcome(r: &Release) -> &'static str {
     match r {
         Release::Released => "released",
-        Release::StillHeld => "still held",
-        Release::NotHeld => "not held",
+        Release::StillHeld => "still_held",
+        Release::NotHeld => "not_held",
     }
 }
 

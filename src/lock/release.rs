@@ -46,7 +46,7 @@ impl<K: LockKind> Lock<K> {
         let lease_ms = self.key_expiry(&gate, Instant::now(), None);
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         *pending = false;
-        let mut retry = Retry::attempts(client.config());
+        let mut retry = Retry::attempts(client.config()).op("release");
         // Whether a try may have run without us learning its outcome (a connection error): from
         // then on, tries bring the count to `after` instead of releasing one more hold.
         let mut unknown = false;

@@ -53,7 +53,7 @@ impl<K: LockKind> Lock<K> {
             // stayed in the client's map for good). Should the unknown acquire still run
             // later, the owner's next acquire finds more holds than it knows and trims them.
             let give_up = later(Instant::now(), Duration::from_millis(lease_ms));
-            let mut retry = Retry::until(&config, give_up);
+            let mut retry = Retry::until(&config, give_up).op("settle");
             loop {
                 let mut gate = hold.gate().await;
                 match lock.settle(&hold, &mut gate).await {

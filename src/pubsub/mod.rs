@@ -278,7 +278,7 @@ async fn run(
     if commands.recv().await.is_none() {
         return;
     }
-    let mut retry = Retry::forever(&config);
+    let mut retry = Retry::forever(&config).op("subscribe");
     let mut reconnect = false;
     loop {
         let mut conn = match SubConn::open(&source, &config).await {
@@ -318,6 +318,7 @@ async fn run(
         // After a reconnect every waiter retries at once: a release may have been missed. (On
         // the first connection nobody can have missed one: waiters try again once subscribed.)
         if reconnect {
+            crate::observe::subscriber_reconnected();
             wake_all(&sh);
         }
         reconnect = true;

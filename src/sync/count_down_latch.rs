@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::{deadline, detached, run_once, wait_for, Named, Step};
 use crate::error::{LockError, Result};
 use crate::keys::count_down_latch_channel;
+use crate::observe;
 use crate::pubsub::Wake;
 use crate::scripts;
 use crate::shared::Client;
@@ -100,12 +101,14 @@ impl CountDownLatch {
     pub async fn count_down(&self) -> Result<()> {
         self.inner.check()?;
         let c = self.inner.clone();
-        detached("count-down", async move {
+        let counting = detached("count-down", async move {
             let inv = scripts::latch_count_down(&c.name, &c.channel, c.client.publish_command());
             run_once::<i64>(&c.client, &c.name, &inv).await
-        })
-        .await
-        .map(|_| ())
+        });
+        let op = self.inner.observe_as("count_down", "latch");
+        observe::release(op, 0, counting, |_| "released")
+            .await
+            .map(|_| ())
     }
 
     /// The current count (Redisson's `getCount`): 0 when the latch does not exist.
@@ -141,13 +144,20 @@ impl CountDownLatch {
         self.inner.check()?;
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
-        let open = wait_for(&c.client, &c.channel, Wake::All, deadline, || async {
-            Ok(match self.get_count().await? {
-                0 => Step::Done(()),
-                _ => Step::Wait(None),
-            })
-        })
-        .await?;
+        let waiting = wait_for(
+            "latch",
+            &c.client,
+            &c.channel,
+            Wake::All,
+            deadline,
+            || async {
+                Ok(match self.get_count().await? {
+                    0 => Step::Done(()),
+                    _ => Step::Wait(None),
+                })
+            },
+        );
+        let open = observe::acquire(c.observe_as("await", "latch"), 0, waiting).await?;
         Ok(open.is_some())
     }
 

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::keys::slot_of;
+use crate::observe;
 use crate::pubsub::Wake;
 use crate::retry::Retry;
 use crate::scripts::Call;
@@ -49,8 +50,10 @@ pub(crate) enum Step<T> {
 }
 
 /// Runs `attempt` until it is done or `deadline` passes, sleeping on `channel` in between (see
-/// the module docs). `Ok(None)`: the deadline passed first.
+/// the module docs; a parked waiter counts in the `kind`'s waiters gauge). `Ok(None)`: the
+/// deadline passed first.
 pub(crate) async fn wait_for<T, F, Fut>(
+    kind: &'static str,
     client: &Client,
     channel: &str,
     wake: Wake,
@@ -64,7 +67,7 @@ where
     let config = client.config();
     client.check_open()?;
     // Fast path: one try, no subscription (transient failures tried again, as the locks do).
-    let mut retry = Retry::attempts(config);
+    let mut retry = Retry::attempts(config).op("acquire");
     loop {
         match attempt().await {
             Ok(Step::Done(v)) => return Ok(Some(v)),
@@ -86,7 +89,8 @@ where
         Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut retry = Retry::attempts(config);
+    let _parked = observe::Parked::new(kind);
+    let mut retry = Retry::attempts(config).op("acquire");
     loop {
         // Register for wake-ups *before* trying, so a message in between is not missed.
         let notified = channel.notify().notified();
@@ -196,6 +200,11 @@ impl Named {
         })
     }
 
+    /// `op` on this object of `kind`, for its span and metrics.
+    pub(crate) fn observe_as(&self, op: &'static str, kind: &'static str) -> observe::Op<'_> {
+        observe::Op::new(op, kind, &self.name, self.client.server_url())
+    }
+
     /// The error for a refused name (nothing is sent).
     pub(crate) fn check(&self) -> Result<()> {
         match self.refused {
@@ -302,7 +311,7 @@ pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
     name: &str,
     inv: &Call,
 ) -> Result<T> {
-    let mut retry = Retry::attempts(client.config());
+    let mut retry = Retry::attempts(client.config()).op("write");
     loop {
         let mut conn = client.conn_synced();
         match inv.invoke_async::<T>(&mut conn).await {

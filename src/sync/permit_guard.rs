@@ -127,6 +127,8 @@ pub struct PermitGuard {
     watch: u64,
     lease: Duration,
     armed: bool,
+    /// When the permit was taken (its hold time is recorded at the release).
+    taken: std::time::Instant,
 }
 
 impl PermitGuard {
@@ -147,6 +149,7 @@ impl PermitGuard {
             watched,
             watch,
             lease,
+            taken: std::time::Instant::now(),
             armed: true,
         }
     }
@@ -224,7 +227,9 @@ impl PermitGuard {
         self.sem.client.holds().permits.unwatch(self.watch);
         let sem = self.sem.clone();
         let id = self.id.clone();
-        match detached("release", async move { sem.release(&id).await }).await? {
+        let released = detached("release", async move { sem.release(&id).await }).await?;
+        crate::observe::hold_time("permit_semaphore", self.taken.elapsed());
+        match released {
             1 => Ok(()),
             _ => Err(LockError::UnknownPermit {
                 name: self.sem.name.clone(),
@@ -241,6 +246,7 @@ impl Drop for PermitGuard {
             return;
         }
         self.armed = false;
+        crate::observe::hold_time("permit_semaphore", self.taken.elapsed());
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 let sem = self.sem.clone();

@@ -11,6 +11,7 @@ use super::{
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
+use crate::observe;
 use crate::pubsub::Wake;
 use crate::retry::{Retry, Transient};
 use crate::scripts::{self, PesKeys, SemKeys, NON_EXPIRABLE};
@@ -139,6 +140,9 @@ impl std::ops::Deref for Inner {
     }
 }
 
+/// The metrics' `kind` label.
+const KIND: &str = "permit_semaphore";
+
 impl Inner {
     pub(super) fn keys(&self) -> PesKeys<'_> {
         PesKeys {
@@ -153,7 +157,21 @@ impl Inner {
     /// Retried after transient failures; a retry that finds the id gone counts as released by
     /// the first try (an id is held by one caller only).
     pub(super) async fn release(&self, id: &PermitId) -> Result<i64> {
-        let mut retry = Retry::attempts(self.client.config());
+        let releasing = self.release_once(id);
+        observe::release(
+            self.observe_as("release", KIND),
+            1,
+            releasing,
+            |&n| match n {
+                0 => "not_held",
+                _ => "released",
+            },
+        )
+        .await
+    }
+
+    async fn release_once(&self, id: &PermitId) -> Result<i64> {
+        let mut retry = Retry::attempts(self.client.config()).op("release");
         let mut repeated = false;
         loop {
             let inv = scripts::pes_release(&self.keys(), &id.bytes, epoch_ms());
@@ -174,7 +192,7 @@ impl Inner {
     /// Gives back a permit nobody will use, retrying for a while.
     pub(super) async fn give_back(&self, id: &PermitId) {
         let until = Instant::now() + GIVE_BACK_FOR;
-        let mut retry = Retry::until(self.client.config(), until);
+        let mut retry = Retry::until(self.client.config(), until).op("give_back");
         loop {
             match self.release(id).await {
                 Ok(_) => return,
@@ -327,10 +345,15 @@ impl PermitExpirableSemaphore {
         }
         let deadline = wait.and_then(deadline);
         let c = &self.inner;
-        wait_for(&c.client, &c.channel, Wake::Permits, deadline, || async {
-            self.attempt(lease, n).await
-        })
-        .await
+        let waiting = wait_for(
+            KIND,
+            &c.client,
+            &c.channel,
+            Wake::Permits,
+            deadline,
+            || async { self.attempt(lease, n).await },
+        );
+        observe::acquire(c.observe_as("acquire", KIND), n.into(), waiting).await
     }
 
     /// One acquire request, in a task of its own (see "Cancel safety").

@@ -10,6 +10,7 @@ use super::{deadline, epoch_ms, remaining, run_once, run_repeatable, Named};
 use crate::config::millis;
 use crate::error::{from_script, LockError, Result};
 use crate::keys::suffix_name;
+use crate::observe;
 use crate::scripts::{self, RateKeys};
 use crate::shared::Client;
 
@@ -119,6 +120,9 @@ struct Inner {
     permits: String,
     client_permits: String,
 }
+
+/// The metrics' `kind` label.
+const KIND: &str = "rate_limiter";
 
 impl Inner {
     fn keys(&self) -> RateKeys<'_> {
@@ -400,6 +404,16 @@ impl RateLimiter {
         if permits == 0 {
             return Ok(true);
         }
+        let op = self.inner.named.observe_as("acquire", KIND);
+        observe::acquire(op, permits, self.take_within(permits, deadline)).await
+    }
+
+    async fn take_within(
+        &self,
+        permits: u64,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<bool> {
+        let mut parked = None;
         loop {
             let Some(delay) = self.inner.take(permits).await? else {
                 return Ok(true);
@@ -408,6 +422,7 @@ impl RateLimiter {
             let Some(left) = remaining(deadline) else {
                 return Ok(false);
             };
+            parked.get_or_insert_with(|| observe::Parked::new(KIND));
             tokio::time::sleep(delay.min(left)).await;
         }
     }
@@ -433,7 +448,10 @@ impl RateLimiter {
             return Ok(());
         }
         let inv = scripts::rate_release(&self.inner.keys(), permits);
-        match run_once::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await? {
+        let named = &self.inner.named;
+        let releasing = run_once::<i64>(&named.client, &named.name, &inv);
+        let op = named.observe_as("release", KIND);
+        match observe::release(op, permits, releasing, |_| "released").await? {
             -1 => Err(self.inner.refused(NOT_INITIALIZED)),
             _ => Ok(()),
         }

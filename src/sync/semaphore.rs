@@ -11,6 +11,7 @@ use super::{
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
+use crate::observe;
 use crate::pubsub::Wake;
 use crate::retry::{Retry, Transient};
 use crate::scripts::{self, SemKeys};
@@ -118,7 +119,7 @@ impl Inner {
     /// receipt has expired.
     async fn give_back(&self, receipt: &str) {
         let until = Instant::now() + Duration::from_millis(self.receipt_ms());
-        let mut retry = Retry::until(self.client.config(), until);
+        let mut retry = Retry::until(self.client.config(), until).op("give_back");
         loop {
             let inv = scripts::semaphore_undo(&self.keys(), receipt);
             let mut conn = self.client.conn_synced();
@@ -257,7 +258,8 @@ impl Semaphore {
         }
         let deadline = wait.and_then(deadline);
         let inner = &self.inner;
-        let got = wait_for(
+        let waiting = wait_for(
+            "semaphore",
             &inner.client,
             &inner.channel,
             Wake::Permits,
@@ -268,6 +270,11 @@ impl Semaphore {
                     false => Step::Wait(None),
                 })
             },
+        );
+        let got = observe::acquire(
+            inner.observe_as("acquire", "semaphore"),
+            permits.into(),
+            waiting,
         )
         .await?;
         Ok(got.is_some())
@@ -324,7 +331,7 @@ impl Semaphore {
             return Ok(());
         }
         let inner = self.inner.clone();
-        detached("release", async move {
+        let releasing = detached("release", async move {
             let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
             let inv =
                 scripts::semaphore_release(&inner.keys(), &receipt, permits, inner.receipt_ms());
@@ -333,9 +340,11 @@ impl Semaphore {
                 inner.client.delete_latch(receipt);
             }
             r
-        })
-        .await
-        .map(|_| ())
+        });
+        let op = self.inner.observe_as("release", "semaphore");
+        observe::release(op, permits.into(), releasing, |_| "released")
+            .await
+            .map(|_| ())
     }
 
     /// Releases `permits` only if the semaphore exists (Redisson's `releaseIfExists`): `false`,
@@ -370,7 +379,7 @@ impl Semaphore {
             return Ok(false);
         }
         let inner = self.inner.clone();
-        detached("release", async move {
+        let releasing = detached("release", async move {
             let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
             let inv = scripts::semaphore_release_if_exists(
                 &inner.keys(),
@@ -383,6 +392,11 @@ impl Semaphore {
                 inner.client.delete_latch(receipt);
             }
             r
+        });
+        let op = self.inner.observe_as("release", "semaphore");
+        observe::release(op, permits.into(), releasing, |&n| match n {
+            1 => "released",
+            _ => "not_held",
         })
         .await
         .map(|n| n == 1)
