@@ -6,9 +6,13 @@
 //! arguments, a running `watch`'s lines).
 
 mod force_unlock;
+mod holders;
 mod inspect;
 mod kinds;
 mod list;
+mod options;
+mod run;
+mod synchronizers;
 #[cfg(feature = "tls")]
 mod tls;
 mod topology;

@@ -75,7 +75,8 @@ async fn works_on_a_cluster_and_through_sentinel() {
             .detach();
     }
     let out = cli(&cluster_args(&["list", "cli-c:*", "--count", "5"])).await;
-    let v: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let v: Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
     assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
 
     // watch hears the release through the cluster (SPUBLISH on Redis 7).
