@@ -491,6 +491,15 @@ mod tests {
     }
 
     #[test]
+    fn an_old_servers_refusal_of_the_type_filter_is_recognised() {
+        let e = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "ERR syntax error",
+        ));
+        assert!(lacks_type_filter(&e));
+    }
+
+    #[test]
     fn companions_are_not_listed() {
         assert!(is_companion("redisson_lock_token:{a}"));
         assert!(is_companion("{a}:x:1:rwlock_timeout:1"));

@@ -314,3 +314,22 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Completions { .. } => Ok(0),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_humantime_or_seconds() {
+        assert_eq!(duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
+        assert!(duration("-1").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
