@@ -519,9 +519,11 @@ pub async fn subscribers(target: &Target, channels: &[String]) -> Result<i64> {
     Ok(total)
 }
 
-/// Subscribers of each of `channels` (summed over every node of a cluster, sharded included).
+/// Subscribers of each of `channels` (summed over `nodes`, every node of a cluster, sharded
+/// included; an empty `nodes` outside a cluster).
 pub async fn subscribers_each(
     target: &Target,
+    nodes: &[redis::aio::MultiplexedConnection],
     channels: &[String],
 ) -> Result<HashMap<String, i64>> {
     let mut counts: HashMap<String, i64> = HashMap::new();
@@ -533,11 +535,11 @@ pub async fn subscribers_each(
             *counts.entry(c).or_default() += n;
         }
     };
-    let nodes = target.node_conns(false).await?;
     if nodes.is_empty() {
         add(numsub_each(&mut target.conn(), "NUMSUB", channels).await?);
     }
-    for mut node in nodes {
+    for node in nodes {
+        let mut node = node.clone();
         add(numsub_each(&mut node, "NUMSUB", channels).await?);
         add(numsub_each(&mut node, "SHARDNUMSUB", channels)
             .await

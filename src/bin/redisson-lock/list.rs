@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
+use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
 use serde::Serialize;
 
@@ -82,10 +83,17 @@ pub async fn collect(target: &Target, options: &Options) -> Result<Vec<Entry>> {
     let mut progress = Progress::new(options.progress);
     let mut entries = Vec::new();
     let nodes = target.node_conns(true).await?;
+    // Every node (replicas too: a subscriber may be on any), opened once for the whole scan.
+    let every_node = if options.all {
+        target.node_conns(false).await?
+    } else {
+        Vec::new()
+    };
     let limit = options.limit.unwrap_or(usize::MAX);
     if nodes.is_empty() {
         scan_node(
             target,
+            &every_node,
             &mut target.conn(),
             options,
             limit,
@@ -100,6 +108,7 @@ pub async fn collect(target: &Target, options: &Options) -> Result<Vec<Entry>> {
         }
         scan_node(
             target,
+            &every_node,
             &mut node,
             options,
             limit,
@@ -118,6 +127,7 @@ pub async fn collect(target: &Target, options: &Options) -> Result<Vec<Entry>> {
 /// Follows one node's `SCAN` cursor, reading each page's keys in pipelines.
 async fn scan_node<C: redis::aio::ConnectionLike>(
     target: &Target,
+    every_node: &[MultiplexedConnection],
     conn: &mut C,
     options: &Options,
     limit: usize,
@@ -149,7 +159,7 @@ async fn scan_node<C: redis::aio::ConnectionLike>(
         let keys: Vec<String> = page.into_iter().filter(|k| !is_companion(k)).collect();
         progress.page(keys.len());
         if !keys.is_empty() {
-            let found = read_page(target, conn, &keys, options.all).await?;
+            let found = read_page(target, every_node, conn, &keys, options.all).await?;
             entries.extend(found);
             progress.found(entries.len());
         }
@@ -187,6 +197,7 @@ struct First {
 /// companions share its hash slot; a key moved away meanwhile is skipped).
 async fn read_page<C: redis::aio::ConnectionLike>(
     target: &Target,
+    every_node: &[MultiplexedConnection],
     conn: &mut C,
     keys: &[String],
     all: bool,
@@ -349,7 +360,7 @@ async fn read_page<C: redis::aio::ConnectionLike>(
             channels.push(inspect::prefix_name(inspect::SEMAPHORE_CHANNEL, name));
             channels.push(inspect::latch_channel(name));
         }
-        let counts = inspect::subscribers_each(target, &channels).await?;
+        let counts = inspect::subscribers_each(target, every_node, &channels).await?;
         for &e in &undecided {
             let name = entries[e].name.clone();
             let count = |c: String| counts.get(&c).copied().unwrap_or(0) > 0;
