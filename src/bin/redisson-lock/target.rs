@@ -60,7 +60,8 @@ impl Target {
         };
         match Client::with_config(config.clone()).await {
             Ok(client) => {
-                tracing::info!(url = %redact(config.url()), topology = ?topology_name(&config), "connected");
+                let url = redact(config.url());
+                tracing::info!(%url, topology = topology_name(&config), "connected");
                 Ok(Target { client, config })
             }
             Err(e) => Err(Failure(format!(
