@@ -78,6 +78,11 @@ async fn works_on_a_cluster_and_through_sentinel() {
     let v: Value = serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
     assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
+    // --all reads every type, and counts subscribers on every node once per scan.
+    let out = cli(&cluster_args(&["list", "cli-c:*", "--all", "--count", "5"])).await;
+    let v: Value = serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
+    assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
 
     // watch hears the release through the cluster (SPUBLISH on Redis 7).
     let mut watch_args = cluster_args(&["watch", "cli:{c}", "--for", "600"]);
