@@ -76,14 +76,9 @@ pub struct Global {
     /// TLS: accept any server certificate. INSECURE, for test set-ups only.
     #[arg(long, global = true)]
     pub insecure_skip_tls_verify: bool,
-    /// Read the server URL from this file (first line; it may carry the password).
-    #[arg(
-        long,
-        global = true,
-        value_name = "FILE",
-        env = "REDIS_URL_FILE",
-        conflicts_with = "url"
-    )]
+    /// Read the server URL from this file (first line; it may carry the password); replaces
+    /// --url and $REDIS_URL.
+    #[arg(long, global = true, value_name = "FILE", env = "REDIS_URL_FILE")]
     pub url_file: Option<std::path::PathBuf>,
     /// Read the password from this file (first line) for every URL that has none.
     #[arg(long, global = true, value_name = "FILE", env = "REDIS_PASSWORD_FILE")]

@@ -46,14 +46,12 @@ async fn credentials_come_from_the_environment_or_a_file() {
 
     let mut url_file = tempfile::NamedTempFile::new().unwrap();
     writeln!(url_file, "redis://:s3cret-pw@127.0.0.1:{}", server.port).unwrap();
-    let out = cli(&[
-        "--url-file".to_owned(),
-        url_file.path().to_str().unwrap().to_owned(),
-        "inspect".to_owned(),
-        "cli:x".to_owned(),
-    ])
-    .await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The file replaces --url (here a URL without the password).
+    let url_file = url_file.path().to_str().unwrap().to_owned();
+    let (code, _, err) = run(&["--url-file", &url_file], None).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&[], Some(("REDIS_URL_FILE", url_file))).await;
+    assert_eq!(code, 0, "{err}");
 
     let (code, _, err) = run(&["--password-file", "/nonexistent/pw"], None).await;
     assert_eq!(code, 1);
