@@ -544,7 +544,7 @@ MUTANTS = [
         "src/bin/redisson-lock/inspect.rs",
         """        if read_rate_limiter(target, &mut found, &fields).await? {""",
         """        if false && read_rate_limiter(target, &mut found, &fields).await? {""",
-        ["--test", "cli_kinds", "a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alone"],
+        ["--test", "cli::kinds", "a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alone"],
         "inspect does not recognise a rate limiter's hash: it shows as an unknown key, without its rate or window",
     ),
     (
@@ -555,7 +555,7 @@ MUTANTS = [
             let n: i64 = redis::cmd("DEL").arg(name).query_async(&mut target.conn()).await?;
             n == 1
         }""",
-        ["--test", "cli", "force_unlock_frees_the_lock_and_wakes"],
+        ["--test", "cli::force_unlock", "force_unlock_frees_the_lock_and_wakes"],
         "CLI force-unlock deletes the key without the unlock message: waiters sleep until the lease ends",
     ),
     (
@@ -563,7 +563,7 @@ MUTANTS = [
         "src/bin/redisson-lock/unlock.rs",
         """        Kind::Fair => client.get_fair_lock(name).force_unlock().await?,""",
         """        Kind::Fair => client.get_lock(name).force_unlock().await?,""",
-        ["--test", "cli", "inspect_shows_a_fair_lock_queue"],
+        ["--test", "cli::inspect", "inspect_shows_a_fair_lock_queue"],
         "CLI force-unlock of a fair lock publishes on the lock channel, not the queue head's",
     ),
     (
@@ -571,7 +571,7 @@ MUTANTS = [
         "src/bin/redisson-lock/unlock.rs",
         """    Ok(answer == "y" || answer == "yes")""",
         """    Ok(!answer.is_empty() || true)""",
-        ["--test", "cli", "force_unlock_without_yes"],
+        ["--test", "cli::force_unlock", "force_unlock_without_yes"],
         "CLI force-unlock goes ahead whatever the answer to y/N",
     ),
     (
@@ -588,7 +588,7 @@ MUTANTS = [
             json,
             Event {
                 event: "lost",""",
-        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        ["--test", "cli::watch_restart", "watch_survives_a_server_restart"],
         "CLI watch ends with an error when the server restarts instead of reconnecting",
     ),
     (
@@ -600,7 +600,7 @@ MUTANTS = [
                     let (tx, rx) = mpsc::unbounded_channel();
                     break (target.push_conn(tx).await?, rx);
                 }""",
-        ["--test", "cli_watch", "watch_survives_a_server_restart"],
+        ["--test", "cli::watch_restart", "watch_survives_a_server_restart"],
         "CLI watch reconnects after a restart without subscribing again: release messages are no longer seen",
     ),
     (
@@ -608,23 +608,39 @@ MUTANTS = [
         "src/bin/redisson-lock/inspect.rs",
         """    found.ttl_ms = Some(conn.pttl(name).await?);""",
         """    found.ttl_ms = Some(if redis_type == "string" { -1 } else { conn.pttl(name).await? });""",
-        ["--test", "cli_kinds", "synchronizer_ttls_and_batches_show_in_inspect"],
+        ["--test", "cli::kinds", "synchronizer_ttls_and_batches_show_in_inspect"],
         "CLI inspect shows a synchronizer (trySetPermits with a TTL, expire) as never expiring",
     ),
     (
         "cli-scan-first-page",
         "src/bin/redisson-lock/list.rs",
-        """        if next == 0 {""",
-        """        if next == 0 || !keys.is_empty() {""",
-        ["--test", "cli", "list_scans_past_the_first_page"],
+        """        if next == 0 || entries.len() >= limit {""",
+        """        if next == 0 || entries.len() >= limit || !keys.is_empty() {""",
+        ["--test", "cli::list", "list_scans_past_the_first_page"],
         "CLI list stops after the first SCAN page",
+    ),
+    (
+        "cli-list-reads-big-hashes",
+        "src/bin/redisson-lock/list.rs",
+        """const FIELDS_READ_WHOLE: i64 = inspect::FIELDS_READ_WHOLE;""",
+        """const FIELDS_READ_WHOLE: i64 = i64::MAX;""",
+        ["--test", "cli::list", "list_never_reads_a_big_hash_whole"],
+        "CLI list reads an application hash of any size whole (HGETALL)",
+    ),
+    (
+        "cli-run-status-dropped",
+        "src/bin/redisson-lock/run.rs",
+        """        return u8::try_from(code & 0xff).unwrap_or(1);""",
+        """        return u8::from(code != 0);""",
+        ["--test", "cli::run", "run_holds_the_lock_while_the_command_runs_and_passes_its_status"],
+        "CLI run exits 1 for any failing command instead of passing its status through",
     ),
     (
         "cli-no-shard-numsub",
         "src/bin/redisson-lock/inspect.rs",
         """        total += numsub(&mut node, "SHARDNUMSUB", channels)""",
         """        total += 0 * numsub(&mut node, "SHARDNUMSUB", channels)""",
-        ["--test", "cli", "works_on_a_cluster"],
+        ["--test", "cli::topology", "works_on_a_cluster"],
         "CLI waiters miss sharded subscribers (SSUBSCRIBE) on a cluster",
     ),
     (
@@ -632,7 +648,7 @@ MUTANTS = [
         "src/bin/redisson-lock/target.rs",
         """                redact(config.url())""",
         """                config.url()""",
-        ["--test", "cli", "a_dead_server"],
+        ["--test", "cli::topology", "a_dead_server"],
         "CLI connection errors print the password in the URL",
     ),
     (
@@ -640,7 +656,7 @@ MUTANTS = [
         "src/bin/redisson-lock/target.rs",
         """            PushConn::Cluster(c) if sharded => c.ssubscribe(channel).await?,""",
         """            PushConn::Cluster(c) if sharded => c.subscribe(channel).await?,""",
-        ["--test", "cli", "works_on_a_cluster"],
+        ["--test", "cli::topology", "works_on_a_cluster"],
         "CLI watch on a cluster with sharded pub/sub subscribes with SUBSCRIBE and misses SPUBLISH",
     ),
     (

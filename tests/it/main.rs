@@ -16,12 +16,6 @@ mod bounds;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;
-#[cfg(feature = "cli")]
-mod cli_kinds;
-#[cfg(all(feature = "cli", feature = "tls"))]
-mod cli_tls;
-#[cfg(feature = "cli")]
-mod cli_watch;
 mod clock_steps;
 mod clocks;
 mod cluster;

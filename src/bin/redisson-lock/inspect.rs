@@ -11,15 +11,16 @@ use std::collections::HashMap;
 use redis::AsyncCommands;
 use serde::Serialize;
 
+use crate::clients::{self, ClientConn};
 use crate::output::now_ms;
 use crate::target::Target;
 use crate::Result;
 
 pub const LOCK_CHANNEL: &str = "redisson_lock__channel";
 pub const RWLOCK_CHANNEL: &str = "redisson_rwlock";
-const TOKEN: &str = "redisson_lock_token";
-const FAIR_QUEUE: &str = "redisson_lock_queue";
-const FAIR_TIMEOUT: &str = "redisson_lock_timeout";
+pub const TOKEN: &str = "redisson_lock_token";
+pub const FAIR_QUEUE: &str = "redisson_lock_queue";
+pub const FAIR_TIMEOUT: &str = "redisson_lock_timeout";
 pub const SEMAPHORE_CHANNEL: &str = "redisson_sc";
 /// The permit semaphore's score of a permit without a lease (Redisson's `nonExpirableTimeout`).
 const NON_EXPIRABLE: i64 = 922_337_203_685_477;
@@ -40,7 +41,7 @@ pub fn prefix_name(prefix: &str, name: &str) -> String {
 }
 
 /// `{name}:suffix`, or `name:suffix` when `name` contains `{` (Redisson's `suffixName`).
-fn suffix_name(name: &str, suffix: &str) -> String {
+pub fn suffix_name(name: &str, suffix: &str) -> String {
     if name.contains('{') {
         format!("{name}:{suffix}")
     } else {
@@ -117,6 +118,9 @@ pub struct Holder {
     /// Read holds: the PTTL of each `rwlock_timeout:<n>` key, n = 1..=count (-2: missing);
     /// empty for other roles.
     pub read_timeouts_ms: Vec<i64>,
+    /// `inspect`: the server connections whose name contains the holder's client uuid
+    /// (`CLIENT LIST` of every master); empty in `list` and `watch`.
+    pub connections: Vec<ClientConn>,
 }
 
 /// A fair-lock waiter in the queue.
@@ -151,6 +155,10 @@ pub struct Inspection {
     pub count: Option<i64>,
     /// Permit semaphores: the permits taken (at most 1,000 shown).
     pub permits: Vec<Permit>,
+    /// Whether the holders' connections were looked up (`false`: no holders, or `CLIENT LIST`
+    /// was refused).
+    #[serde(skip)]
+    pub clients_read: bool,
 }
 
 impl Inspection {
@@ -169,6 +177,7 @@ impl Inspection {
             value: None,
             count: None,
             permits: Vec::new(),
+            clients_read: false,
         }
     }
 }
@@ -180,6 +189,19 @@ pub async fn inspect(target: &Target, name: &str) -> Result<Inspection> {
     if found.channels.is_empty() {
         found.channels = channels(&found);
         found.waiters = subscribers(target, &found.channels).await?;
+    }
+    if !found.holders.is_empty() {
+        match clients::named(target).await {
+            Ok(all) => {
+                for h in &mut found.holders {
+                    h.connections = clients::of_owner(&all, &h.owner);
+                }
+                found.clients_read = true;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.0, "CLIENT LIST refused: holders shown without their connections")
+            }
+        }
     }
     Ok(found)
 }
@@ -198,7 +220,7 @@ pub async fn read(target: &Target, name: &str, detail: bool) -> Result<Inspectio
     found.ttl_ms = Some(conn.pttl(name).await?);
     found.redis_type = Some(redis_type.clone());
     if redis_type == "hash" {
-        let fields: Vec<(String, String)> = conn.hgetall(name).await?;
+        let fields = hash_fields(&mut conn, name).await?;
         if let Some(holders) = lock_holders(&fields) {
             read_lock(target, &mut found, holders, &fields, detail).await?;
             return Ok(found);
@@ -226,27 +248,34 @@ async fn read_rate_limiter(
     found: &mut Inspection,
     fields: &[(String, String)],
 ) -> Result<bool> {
-    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
-    let (Some(rate), Some(interval), Some(kind)) = (get("rate"), get("interval"), get("type"))
-    else {
+    let Some(config) = rate_limiter_config(fields) else {
         return Ok(false);
     };
-    let (Ok(rate), Ok(interval)) = (rate.parse::<i64>(), interval.parse::<i64>()) else {
-        return Ok(false);
-    };
-    let per_client = kind == "1";
+    let rate = config["rate"].as_i64().unwrap_or(0);
+    let per_client = config["type"] == "PER_CLIENT";
     found.kind = Some(Kind::RateLimiter);
-    found.value = Some(serde_json::json!({
-        "rate": rate,
-        "interval_ms": interval,
-        "type": if per_client { "PER_CLIENT" } else { "OVERALL" },
-        "keep_alive_ms": get("keepAliveTime").and_then(|v| v.parse::<i64>().ok()),
-    }));
+    found.value = Some(config);
     if !per_client {
         let left: Option<i64> = target.conn().get(suffix_name(&found.name, "value")).await?;
         found.count = Some(left.unwrap_or(rate));
     }
     Ok(true)
+}
+
+/// A rate limiter's configuration from its hash fields (`rate`, `interval`, `type`, and
+/// `keepAliveTime` from Redisson 4.x); `None`: not a rate limiter's hash.
+pub fn rate_limiter_config(fields: &[(String, String)]) -> Option<serde_json::Value> {
+    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    let (rate, interval, kind) = (get("rate")?, get("interval")?, get("type")?);
+    let (Ok(rate), Ok(interval)) = (rate.parse::<i64>(), interval.parse::<i64>()) else {
+        return None;
+    };
+    Some(serde_json::json!({
+        "rate": rate,
+        "interval_ms": interval,
+        "type": if kind == "1" { "PER_CLIENT" } else { "OVERALL" },
+        "keep_alive_ms": get("keepAliveTime").and_then(|v| v.parse::<i64>().ok()),
+    }))
 }
 
 /// A string holding an integer is a synchronizer: a permit semaphore when its `{NAME}:timeout`
@@ -294,7 +323,7 @@ async fn read_synchronizer(target: &Target, found: &mut Inspection, detail: bool
 
 /// The holders of a lock hash, or `None` when the hash is not a lock (a field that is neither
 /// `mode` nor `<id>:<id>` with an integer count).
-fn lock_holders(fields: &[(String, String)]) -> Option<Vec<Holder>> {
+pub fn lock_holders(fields: &[(String, String)]) -> Option<Vec<Holder>> {
     let mut holders = Vec::new();
     for (field, value) in fields {
         if field == "mode" {
@@ -313,6 +342,7 @@ fn lock_holders(fields: &[(String, String)]) -> Option<Vec<Holder>> {
             role,
             count,
             read_timeouts_ms: Vec::new(),
+            connections: Vec::new(),
         });
     }
     holders.sort_by(|a, b| a.owner.cmp(&b.owner).then(a.role.cmp(b.role)));
@@ -379,6 +409,30 @@ async fn fair_queue(target: &Target, queue_key: &str, timeout_key: &str) -> Resu
         .collect())
 }
 
+/// Hashes with at most this many fields are read whole; a bigger one (no lock is that big) by
+/// one `HSCAN` page, enough to see that it is not a lock.
+pub const FIELDS_READ_WHOLE: i64 = 512;
+
+/// A hash's fields: all of them when it has at most [`FIELDS_READ_WHOLE`], else one `HSCAN`
+/// page (never a whole big application hash).
+async fn hash_fields<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    name: &str,
+) -> Result<Vec<(String, String)>> {
+    let len: i64 = redis::cmd("HLEN").arg(name).query_async(conn).await?;
+    if len <= FIELDS_READ_WHOLE {
+        return Ok(redis::cmd("HGETALL").arg(name).query_async(conn).await?);
+    }
+    let (_, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+        .arg(name)
+        .arg(0)
+        .arg("COUNT")
+        .arg(100)
+        .query_async(conn)
+        .await?;
+    Ok(page)
+}
+
 /// A bounded look at a key that is not a lock.
 async fn value(target: &Target, name: &str, redis_type: &str) -> Result<Option<serde_json::Value>> {
     use serde_json::json;
@@ -401,7 +455,13 @@ async fn value(target: &Target, name: &str, redis_type: &str) -> Result<Option<s
             Some(json!(v))
         }
         "hash" => {
-            let v: Vec<(String, String)> = conn.hgetall(name).await?;
+            let (_, v): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                .arg(name)
+                .arg(0)
+                .arg("COUNT")
+                .arg(100)
+                .query_async(&mut conn)
+                .await?;
             Some(json!(v.into_iter().take(100).collect::<HashMap<_, _>>()))
         }
         _ => None,
@@ -457,6 +517,47 @@ pub async fn subscribers(target: &Target, channels: &[String]) -> Result<i64> {
             .unwrap_or(0);
     }
     Ok(total)
+}
+
+/// Subscribers of each of `channels` (summed over `nodes`, every node of a cluster, sharded
+/// included; an empty `nodes` outside a cluster).
+pub async fn subscribers_each(
+    target: &Target,
+    nodes: &[redis::aio::MultiplexedConnection],
+    channels: &[String],
+) -> Result<HashMap<String, i64>> {
+    let mut counts: HashMap<String, i64> = HashMap::new();
+    if channels.is_empty() {
+        return Ok(counts);
+    }
+    let mut add = |reply: Vec<(String, i64)>| {
+        for (c, n) in reply {
+            *counts.entry(c).or_default() += n;
+        }
+    };
+    if nodes.is_empty() {
+        add(numsub_each(&mut target.conn(), "NUMSUB", channels).await?);
+    }
+    for node in nodes {
+        let mut node = node.clone();
+        add(numsub_each(&mut node, "NUMSUB", channels).await?);
+        add(numsub_each(&mut node, "SHARDNUMSUB", channels)
+            .await
+            .unwrap_or_default());
+    }
+    Ok(counts)
+}
+
+async fn numsub_each<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    sub: &str,
+    channels: &[String],
+) -> Result<Vec<(String, i64)>> {
+    Ok(redis::cmd("PUBSUB")
+        .arg(sub)
+        .arg(channels)
+        .query_async(conn)
+        .await?)
 }
 
 async fn numsub<C: redis::aio::ConnectionLike>(

@@ -4,10 +4,13 @@
 //! a Redis Cluster or a Sentinel-managed master. See `docs/cli.md` for commands, flags, the JSON
 //! fields and the exit codes.
 
+mod clients;
 mod inspect;
 mod list;
 mod output;
 mod render;
+mod run;
+mod synchronizers;
 mod target;
 mod unlock;
 mod watch;
@@ -15,7 +18,7 @@ mod watch;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Inspect and operate Redisson-compatible distributed locks on Redis.
 #[derive(Debug, Parser)]
@@ -30,7 +33,8 @@ struct Cli {
 /// Where the deployment is, and how to print.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS).
+    /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS). Keep
+    /// passwords out of argv: use $REDIS_URL, --url-file or --password-file.
     #[arg(
         long,
         global = true,
@@ -72,36 +76,64 @@ pub struct Global {
     /// TLS: accept any server certificate. INSECURE, for test set-ups only.
     #[arg(long, global = true)]
     pub insecure_skip_tls_verify: bool,
+    /// Read the server URL from this file (first line; it may carry the password); replaces
+    /// --url and $REDIS_URL.
+    #[arg(long, global = true, value_name = "FILE", env = "REDIS_URL_FILE")]
+    pub url_file: Option<std::path::PathBuf>,
+    /// Read the password from this file (first line) for every URL that has none.
+    #[arg(long, global = true, value_name = "FILE", env = "REDIS_PASSWORD_FILE")]
+    pub password_file: Option<std::path::PathBuf>,
+    /// The password for every URL that has none (environment only, never a flag).
+    #[arg(skip = std::env::var("REDIS_PASSWORD").ok())]
+    pub password: Option<String>,
     /// Print JSON (stable field names, see docs/cli.md) instead of the human format.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The watchdog's lease (Redisson's lockWatchdogTimeout) for `run`'s hold; default 30s.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub watchdog_timeout: Option<Duration>,
+    /// Tracing output on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Show a lock's kind, holders, TTL, queue, token and waiters.
+    /// Show a lock's kind, holders (with their connections), TTL, queue, token and waiters.
     Inspect {
         /// The lock name (the Redis key).
         name: String,
+        /// Exit 0 when NAME is a held lock, 3 when it is not (missing, or not a lock).
+        #[arg(long)]
+        exit_status: bool,
     },
     /// List lock-like keys matching a SCAN pattern (every master of a cluster).
     List {
         /// SCAN MATCH pattern.
         #[arg(default_value = "*")]
         pattern: String,
-        /// SCAN COUNT hint (keys examined per call).
-        #[arg(long, default_value_t = 100)]
+        /// SCAN COUNT hint (keys examined per call; each page is read in a few pipelines).
+        #[arg(long, default_value_t = 1000)]
         count: u32,
-        /// Also list keys that do not look like locks, as kind `unknown`.
+        /// Also list synchronizers and keys that do not look like locks (as kind `unknown`).
         #[arg(long)]
         all: bool,
+        /// Stop after this many entries.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Progress on stderr even when it is not a terminal.
+        #[arg(long, conflicts_with = "no_progress")]
+        progress: bool,
+        /// No progress on stderr, even on a terminal.
+        #[arg(long)]
+        no_progress: bool,
     },
     /// Print a lock's unlock messages and state changes as they happen.
     Watch {
         /// The lock name.
         name: String,
-        /// Stop after this many seconds (default: until Ctrl-C).
-        #[arg(long = "for", value_name = "SECONDS", value_parser = seconds)]
+        /// Stop after this long (`90s`, `5m`; a bare number is seconds; default: until Ctrl-C).
+        #[arg(long = "for", value_name = "DURATION", value_parser = duration)]
         duration: Option<Duration>,
     },
     /// Delete a lock whoever holds it and wake its waiters, as Redisson's forceUnlock.
@@ -112,17 +144,50 @@ enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Run a command while holding a lock, as flock(1) does on one machine (exit codes: docs/cli.md).
+    Run(run::Args),
+    /// Change a semaphore (RSemaphore).
+    Semaphore {
+        #[command(subcommand)]
+        action: synchronizers::SemaphoreAction,
+    },
+    /// Change a permit-expirable semaphore (RPermitExpirableSemaphore).
+    PermitSemaphore {
+        #[command(subcommand)]
+        action: synchronizers::PermitAction,
+    },
+    /// Count down or delete a count-down latch (RCountDownLatch).
+    Latch {
+        #[command(subcommand)]
+        action: synchronizers::LatchAction,
+    },
+    /// Reset a rate limiter (RRateLimiter).
+    RateLimiter {
+        #[command(subcommand)]
+        action: synchronizers::RateLimiterAction,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
-/// `--for SECONDS`: a non-negative number of seconds (fractions allowed).
-fn seconds(s: &str) -> std::result::Result<Duration, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && (0.0..=1e9).contains(&x) => Ok(Duration::from_secs_f64(x)),
-        _ => Err(format!(
-            "`{s}` is not a number of seconds between 0 and 1e9"
-        )),
+/// A duration: humantime (`1500ms`, `30s`, `5m`, `1h 30m`) or a bare number of seconds.
+pub fn duration(s: &str) -> std::result::Result<Duration, String> {
+    if let Ok(x) = s.trim().parse::<f64>() {
+        return if x.is_finite() && (0.0..=1e9).contains(&x) {
+            Ok(Duration::from_secs_f64(x))
+        } else {
+            Err(format!("`{s}` is not a duration between 0 and 1e9 seconds"))
+        };
     }
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}` is not a duration (`30s`, `5m`, `1h 30m`): {e}"))
 }
+
+/// Exit code of `inspect --exit-status` when NAME is not a held lock.
+pub const EXIT_NOT_LOCKED: u8 = 3;
 
 /// An error for the user: printed on stderr, exit code 1.
 #[derive(Debug)]
@@ -140,6 +205,12 @@ pub type Result<T> = std::result::Result<T, Failure>;
 fn main() -> ExitCode {
     // Usage errors exit with 2 (clap's default) before anything connects.
     let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        let mut command = Cli::command();
+        clap_complete::generate(shell, &mut command, "redisson-lock", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    verbosity(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -151,8 +222,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
         Err(Failure(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)
@@ -160,26 +231,100 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<()> {
+/// `-v`: the crate's and the CLI's info events on stderr; `-vv` debug; `-vvv` trace.
+/// `RUST_LOG` (tracing-subscriber's filter syntax) replaces the default filter.
+fn verbosity(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => return,
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("redisson_lock={level},warn")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Runs the command; `Ok`: the exit code.
+async fn dispatch(cli: Cli) -> Result<u8> {
     let target = target::Target::connect(&cli.global).await?;
     let json = cli.global.json;
     match cli.command {
-        Command::Inspect { name } => {
+        Command::Inspect { name, exit_status } => {
             // The command layer joins the two: `inspect` reads, `render` formats.
             let found = inspect::inspect(&target, &name).await?;
             if json {
-                output::print_json(&found)
+                output::print_json(&found)?;
             } else {
                 print!("{}", render::inspection(&found));
-                Ok(())
             }
+            let held = found.kind.is_some_and(inspect::Kind::is_lock) && !found.holders.is_empty();
+            Ok(if exit_status && !held {
+                EXIT_NOT_LOCKED
+            } else {
+                0
+            })
         }
         Command::List {
             pattern,
             count,
             all,
-        } => list::run(&target, &pattern, count, all, json).await,
-        Command::Watch { name, duration } => watch::run(&target, &name, duration, json).await,
-        Command::ForceUnlock { name, yes } => unlock::run(&target, &name, yes, json).await,
+            limit,
+            progress,
+            no_progress,
+        } => {
+            let options = list::Options {
+                pattern,
+                count,
+                all,
+                limit,
+                progress: if progress {
+                    Some(true)
+                } else if no_progress {
+                    Some(false)
+                } else {
+                    None
+                },
+            };
+            list::run(&target, &options, json).await.map(|()| 0)
+        }
+        Command::Watch { name, duration } => {
+            watch::run(&target, &name, duration, json).await.map(|()| 0)
+        }
+        Command::ForceUnlock { name, yes } => {
+            unlock::run(&target, &name, yes, json).await.map(|()| 0)
+        }
+        Command::Run(args) => run::run(&target, args).await,
+        Command::Semaphore { action } => synchronizers::semaphore(&target, action, json).await,
+        Command::PermitSemaphore { action } => {
+            synchronizers::permit_semaphore(&target, action, json).await
+        }
+        Command::Latch { action } => synchronizers::latch(&target, action, json).await,
+        Command::RateLimiter { action } => synchronizers::rate_limiter(&target, action, json).await,
+        Command::Completions { .. } => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_humantime_or_seconds() {
+        assert_eq!(duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert!(duration("soon").unwrap_err().contains("not a duration"));
+        assert!(duration("-1").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

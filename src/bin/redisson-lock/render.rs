@@ -1,6 +1,6 @@
 //! The human format of `inspect`: aligned `key  value` rows, holders and queue indented.
 
-use crate::inspect::{Inspection, Kind};
+use crate::inspect::{Holder, Inspection, Kind};
 use crate::output;
 
 /// Width of the key column: the longest key (`holders`, `waiters`) and two spaces.
@@ -61,24 +61,41 @@ pub fn inspection(found: &Inspection) -> String {
 }
 
 fn holder_rows(found: &Inspection) -> String {
-    let rows: Vec<Vec<String>> = found
-        .holders
-        .iter()
-        .map(|h| {
-            let mut r = vec![
-                format!("  {}", h.owner),
-                h.role.to_owned(),
-                format!("x{}", h.count),
-            ];
-            if !h.read_timeouts_ms.is_empty() {
-                let ttls: Vec<String> =
-                    h.read_timeouts_ms.iter().map(|t| output::ttl(*t)).collect();
-                r.push(format!("timeouts {}", ttls.join(", ")));
-            }
-            r
-        })
-        .collect();
-    output::table(&rows)
+    let mut out = String::new();
+    for h in &found.holders {
+        out.push_str(&output::table(&[holder_row(h)]));
+        for c in &h.connections {
+            let node = c
+                .node
+                .as_deref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "    conn {}{node}  name {}  age {}  idle {}\n",
+                c.addr,
+                c.name,
+                output::ttl(c.age_s * 1000),
+                output::ttl(c.idle_s * 1000)
+            ));
+        }
+        if found.clients_read && h.connections.is_empty() {
+            out.push_str("    conn none named with its client id\n");
+        }
+    }
+    out
+}
+
+fn holder_row(h: &Holder) -> Vec<String> {
+    let mut r = vec![
+        format!("  {}", h.owner),
+        h.role.to_owned(),
+        format!("x{}", h.count),
+    ];
+    if !h.read_timeouts_ms.is_empty() {
+        let ttls: Vec<String> = h.read_timeouts_ms.iter().map(|t| output::ttl(*t)).collect();
+        r.push(format!("timeouts {}", ttls.join(", ")));
+    }
+    r
 }
 
 fn queue_rows(found: &Inspection) -> String {

@@ -26,20 +26,44 @@ pub struct Target {
 impl Target {
     /// Connects as the flags say; a failure names the (redacted) URL.
     pub async fn connect(global: &Global) -> Result<Target> {
+        let password = password(global)?;
+        let with_password = |url: &String| match &password {
+            Some(p) => with_password(url, p),
+            None => url.clone(),
+        };
         let config = if !global.cluster.is_empty() {
-            Config::cluster(global.cluster.clone())
+            Config::cluster(global.cluster.iter().map(with_password).collect::<Vec<_>>())
         } else if !global.sentinel.is_empty() {
             let master = global.master.clone().unwrap_or_default();
-            Config::sentinel(global.sentinel.clone(), master)
+            Config::sentinel(
+                global
+                    .sentinel
+                    .iter()
+                    .map(with_password)
+                    .collect::<Vec<_>>(),
+                master,
+            )
         } else {
-            Config::new(global.url.clone())
+            let url = match &global.url_file {
+                Some(file) => first_line(file, "URL")?,
+                None => global.url.clone(),
+            };
+            Config::new(with_password(&url))
+        };
+        let config = match global.watchdog_timeout {
+            Some(lease) => config.with_watchdog_timeout(lease),
+            None => config,
         };
         let config = match tls(global) {
             Some(tls) => config.with_tls(tls),
             None => config,
         };
         match Client::with_config(config.clone()).await {
-            Ok(client) => Ok(Target { client, config }),
+            Ok(client) => {
+                let url = redact(config.url());
+                tracing::info!(%url, topology = topology_name(&config), "connected");
+                Ok(Target { client, config })
+            }
             Err(e) => Err(Failure(format!(
                 "cannot connect to {}: {e}",
                 redact(config.url())
@@ -62,6 +86,19 @@ impl Target {
     /// One direct connection per reachable cluster node (`masters_only`: masters only); an
     /// empty list outside a cluster.
     pub async fn node_conns(&self, masters_only: bool) -> Result<Vec<MultiplexedConnection>> {
+        Ok(self
+            .node_conns_with_addr(masters_only)
+            .await?
+            .into_iter()
+            .map(|(_, c)| c)
+            .collect())
+    }
+
+    /// As [`node_conns`](Target::node_conns), each with the node's `host:port`.
+    pub async fn node_conns_with_addr(
+        &self,
+        masters_only: bool,
+    ) -> Result<Vec<(String, MultiplexedConnection)>> {
         if !self.is_cluster() {
             return Ok(Vec::new());
         }
@@ -84,7 +121,7 @@ impl Target {
                     node.host, node.port
                 ))
             })??;
-            conns.push(conn);
+            conns.push((format!("{}:{}", node.host, node.port), conn));
         }
         Ok(conns)
     }
@@ -143,6 +180,63 @@ impl Target {
             _ => Err(Failure("unsupported topology".into())),
         }
     }
+}
+
+fn topology_name(config: &Config) -> &'static str {
+    match config.topology() {
+        redisson_lock::Topology::Cluster { .. } => "cluster",
+        redisson_lock::Topology::Sentinel { .. } => "sentinel",
+        _ => "single",
+    }
+}
+
+/// The password from `--password-file` or `$REDIS_PASSWORD` (`None`: neither).
+fn password(global: &Global) -> Result<Option<String>> {
+    match &global.password_file {
+        Some(file) => first_line(file, "password").map(Some),
+        None => Ok(global.password.clone().filter(|p| !p.is_empty())),
+    }
+}
+
+/// The first line of a credentials file, trimmed; a clear error when it cannot be read or is
+/// empty (never its content).
+fn first_line(file: &std::path::Path, what: &str) -> Result<String> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        Failure(format!(
+            "cannot read the {what} file {}: {e}",
+            file.display()
+        ))
+    })?;
+    let line = text.lines().next().unwrap_or("").trim().to_owned();
+    if line.is_empty() {
+        return Err(Failure(format!(
+            "the {what} file {} is empty",
+            file.display()
+        )));
+    }
+    Ok(line)
+}
+
+/// `url` with `password` in it, unless it carries credentials already
+/// (`redis://host:6379` -> `redis://:<password>@host:6379`, the password percent-encoded).
+pub fn with_password(url: &str, password: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    if rest[..authority_end].contains('@') {
+        return url.to_owned();
+    }
+    let mut encoded = String::new();
+    for b in password.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{}:{encoded}@{rest}", &url[..scheme_end + 3])
 }
 
 /// The TLS flags as crate settings (`None`: no flag given).
@@ -261,6 +355,16 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
             ("127.0.0.1", 30002)
         );
         assert!(nodes[1].master && nodes[2].master);
+    }
+
+    #[test]
+    fn a_password_goes_into_urls_without_credentials() {
+        assert_eq!(
+            with_password("redis://h:1/0", "p@ss"),
+            "redis://:p%40ss@h:1/0"
+        );
+        assert_eq!(with_password("rediss://h:1", "x"), "rediss://:x@h:1");
+        assert_eq!(with_password("redis://u:pw@h:1", "x"), "redis://u:pw@h:1");
     }
 
     #[test]

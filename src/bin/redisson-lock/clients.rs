@@ -1,0 +1,96 @@
+//! Who holds it: a holder's field is `<client uuid>:<thread or owner id>`, and clients name
+//! their connections with a name that contains that uuid (this crate's `redisson-lock:<uuid>`,
+//! `<name>:<uuid>`; a Java client whose name carries it). `CLIENT LIST` on every master gives
+//! each such connection's address, age and idle time.
+
+use serde::Serialize;
+
+use crate::target::Target;
+use crate::Result;
+
+/// A server-side connection whose name contains a holder's client uuid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClientConn {
+    /// `ip:port` of the client as the server sees it.
+    pub addr: String,
+    /// The connection's name (`CLIENT SETNAME`).
+    pub name: String,
+    /// Seconds since the connection was opened.
+    pub age_s: i64,
+    /// Seconds since its last command.
+    pub idle_s: i64,
+    /// The server (`host:port`) it is connected to, on a cluster; `None` otherwise.
+    pub node: Option<String>,
+}
+
+/// Every named connection of every master (the one server outside a cluster). `Err` when
+/// `CLIENT LIST` is refused (an ACL user without it).
+pub async fn named(target: &Target) -> Result<Vec<ClientConn>> {
+    let nodes = target.node_conns_with_addr(true).await?;
+    let mut all = Vec::new();
+    if nodes.is_empty() {
+        let text: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut target.conn())
+            .await?;
+        all.extend(parse(&text, None));
+    }
+    for (addr, mut conn) in nodes {
+        let text: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await?;
+        all.extend(parse(&text, Some(addr)));
+    }
+    Ok(all)
+}
+
+/// The connections whose name contains the client uuid of `owner` (`<uuid>:<id>`).
+pub fn of_owner(all: &[ClientConn], owner: &str) -> Vec<ClientConn> {
+    let uuid = owner.split(':').next().unwrap_or(owner);
+    if uuid.len() < 8 {
+        return Vec::new(); // too short to identify anyone
+    }
+    all.iter()
+        .filter(|c| c.name.contains(uuid))
+        .cloned()
+        .collect()
+}
+
+/// The named connections of a `CLIENT LIST` reply (`id=.. addr=.. name=.. age=.. idle=..`).
+pub fn parse(text: &str, node: Option<String>) -> Vec<ClientConn> {
+    text.lines()
+        .filter_map(|line| {
+            let get = |key: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            };
+            let name = get("name").filter(|n| !n.is_empty())?;
+            Some(ClientConn {
+                addr: get("addr")?.to_owned(),
+                name: name.to_owned(),
+                age_s: get("age").and_then(|v| v.parse().ok()).unwrap_or(0),
+                idle_s: get("idle").and_then(|v| v.parse().ok()).unwrap_or(0),
+                node: node.clone(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_list_lines_parse_and_match_by_uuid() {
+        let text = "id=3 addr=10.0.0.7:51234 laddr=10.0.0.1:6379 fd=8 name=orders:0badc0de-0000-4000-8000-000000000001 age=120 idle=2 flags=N db=0\n\
+                    id=4 addr=10.0.0.8:40000 laddr=10.0.0.1:6379 fd=9 name= age=5 idle=5 flags=N db=0\n";
+        let all = parse(text, None);
+        assert_eq!(all.len(), 1, "unnamed connections are left out");
+        assert_eq!(all[0].addr, "10.0.0.7:51234");
+        assert_eq!((all[0].age_s, all[0].idle_s), (120, 2));
+        let found = of_owner(&all, "0badc0de-0000-4000-8000-000000000001:17");
+        assert_eq!(found.len(), 1);
+        assert!(of_owner(&all, "0badc0de-0000-4000-8000-000000000002:17").is_empty());
+    }
+}

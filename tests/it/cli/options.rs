@@ -1,0 +1,86 @@
+//! Global options: credentials from the environment or a file (never only argv), `-v` tracing
+//! on stderr, shell completions.
+
+use std::io::Write;
+
+use crate::cli::*;
+use crate::support::*;
+
+/// A server with a password: the CLI finds it in `$REDIS_PASSWORD`, `--password-file` or a
+/// URL read from `--url-file`; never printed; a missing file is a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_come_from_the_environment_or_a_file() {
+    let server = TestServer::start_with(&["--requirepass", "s3cret-pw"]);
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let run = |extra: &[&str], env: Option<(&str, String)>| {
+        let mut a = vec!["--url".to_owned(), url.clone()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a.extend(["inspect", "cli:x"].map(String::from));
+        let mut cmd = command(&a);
+        cmd.env_remove("REDIS_PASSWORD")
+            .env_remove("REDIS_PASSWORD_FILE")
+            .env_remove("REDIS_URL_FILE");
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        async move {
+            let out = cmd.output().await.unwrap();
+            (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (code, _, err) = run(&[], None).await;
+    assert_eq!(code, 1, "no password: refused ({err})");
+    let (code, out, err) = run(&[], Some(("REDIS_PASSWORD", "s3cret-pw".into()))).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("not locked"), "{out}");
+
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(file, "s3cret-pw").unwrap();
+    let path = file.path().to_str().unwrap().to_owned();
+    let (code, _, err) = run(&["--password-file", &path], None).await;
+    assert_eq!(code, 0, "{err}");
+
+    let mut url_file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(url_file, "redis://:s3cret-pw@127.0.0.1:{}", server.port).unwrap();
+    // The file replaces --url (here a URL without the password).
+    let url_file = url_file.path().to_str().unwrap().to_owned();
+    let (code, _, err) = run(&["--url-file", &url_file], None).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(&[], Some(("REDIS_URL_FILE", url_file))).await;
+    assert_eq!(code, 0, "{err}");
+
+    let (code, _, err) = run(&["--password-file", "/nonexistent/pw"], None).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read the password file"), "{err}");
+    let wrong = run(&[], Some(("REDIS_PASSWORD", "wrong-pw".into()))).await;
+    assert_eq!(wrong.0, 1);
+    assert!(!wrong.2.contains("wrong-pw"), "{}", wrong.2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_traces_on_stderr_and_completions_need_no_server() {
+    let server = TestServer::start();
+    let quiet = cli(&args(&server, &["inspect", "cli:v"])).await;
+    assert!(quiet.stderr.is_empty(), "{}", quiet.stderr);
+    let loud = cli(&args(&server, &["-v", "inspect", "cli:v"])).await;
+    assert_eq!(loud.code, 0);
+    assert!(loud.stderr.contains("INFO"), "{}", loud.stderr);
+    assert!(loud.stderr.contains("connected"), "{}", loud.stderr);
+    assert!(!loud.stderr.contains("DEBUG"), "{}", loud.stderr);
+    let louder = cli(&args(&server, &["-vv", "list", "cli:*"])).await;
+    assert!(louder.stderr.contains("DEBUG"), "{}", louder.stderr);
+    assert!(
+        !loud.stdout.contains("redisson_lock::"),
+        "traces stay off stdout"
+    );
+
+    let out = cli(&["completions".to_owned(), "bash".to_owned()]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("force-unlock"), "{}", out.stdout);
+    let out = cli(&["completions".to_owned(), "nosh".to_owned()]).await;
+    assert_eq!(out.code, 2);
+}
