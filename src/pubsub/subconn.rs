@@ -8,7 +8,8 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::conn::SentinelConn;
+use crate::conn::{Naming, SentinelConn};
+use crate::endpoints::Endpoints;
 use crate::error::{LockError, Result};
 
 /// Where the subscriber connects.
@@ -17,8 +18,13 @@ pub(crate) enum Source {
     Fixed(Box<redis::Client>),
     /// The master the sentinels name at each (re)connect.
     Sentinel(Arc<SentinelConn>),
-    /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE.
-    Cluster { nodes: Vec<String>, sharded: bool },
+    /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE; `name`: the connections' name
+    /// (each node's connection is named when the subscriber opens).
+    Cluster {
+        endpoints: Arc<Endpoints>,
+        sharded: bool,
+        name: String,
+    },
 }
 
 /// What the subscriber connection delivered.
@@ -67,9 +73,16 @@ impl SubConn {
                 let (sink, stream) = conn.split();
                 Ok(SubConn::Resp2 { sink, stream })
             }
-            Source::Cluster { nodes, sharded } => {
+            Source::Cluster {
+                endpoints,
+                sharded,
+                name,
+            } => {
                 let (tx, pushes) = mpsc::unbounded_channel();
-                let conn = crate::conn::cluster_connection(nodes, config, Some(tx)).await?;
+                let mut conn = crate::conn::cluster_connection(endpoints, config, Some(tx)).await?;
+                // A node connection opened later (a failover) makes the subscriber open
+                // again (`Event::NodeLost`), named again here.
+                Naming::new(name.clone()).send(&mut conn).await;
                 Ok(SubConn::Cluster {
                     conn,
                     pushes,
