@@ -156,14 +156,20 @@ impl Client {
             _ => false,
         };
         let source = match config.topology() {
-            Topology::Single { .. } => Source::Fixed(Box::new(endpoints.client()?)),
+            Topology::Single { .. } => Source::Fixed {
+                client: Box::new(endpoints.client()?),
+                name: name.clone(),
+            },
             Topology::Cluster { .. } => Source::Cluster {
                 endpoints: endpoints.clone(),
                 sharded,
                 name,
             },
             Topology::Sentinel { .. } => match conn.sentinel() {
-                Some(s) => Source::Sentinel(s),
+                Some(sentinel) => Source::Sentinel {
+                    sentinel,
+                    name: name.clone(),
+                },
                 None => {
                     return Err(LockError::InvalidArgument(
                         "sentinel topology without a sentinel connection",
