@@ -63,6 +63,13 @@ impl fmt::Debug for Pem {
 ///
 /// Files are read when the client connects; an unreadable file or bad PEM is a
 /// [`LockError::Tls`] from [`Client::with_config`](crate::Client::with_config).
+///
+/// **Crypto provider.** redis-rs builds every TLS connection from rustls' process-wide
+/// default provider and cannot be handed one. When a `rediss://` client is built and the
+/// application has installed no provider, this crate installs ring (feature `tls`) or
+/// aws-lc-rs (feature `tls-aws-lc-rs`) as that default; for `redis://` it installs nothing. An
+/// application that installs its own (`CryptoProvider::install_default`) must do so before
+/// its first `rediss://` client: rustls refuses a second default.
 #[derive(Clone, Debug, Default)]
 pub struct Tls {
     ca: Option<Pem>,
