@@ -7,6 +7,7 @@ use tokio::sync::Notify;
 
 use crate::config::{Config, ReplicaSync, ShardedPubSub, Topology};
 use crate::conn::Conn;
+use crate::endpoints::Endpoints;
 use crate::error::{is_auth_error, LockError, Result};
 use crate::holds::Holds;
 use crate::lock::Lock;
@@ -61,13 +62,18 @@ impl Client {
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
-        let mut conn = match Conn::connect(&config).await {
+        // Settings become clients in one place, once: every URL parsed, certificates read.
+        let endpoints = Arc::new(Endpoints::new(&config)?);
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let name = format!(
+            "{}:{id}",
+            config
+                .client_name()
+                .unwrap_or(crate::conn::DEFAULT_CLIENT_NAME)
+        );
+        let mut conn = match Conn::connect(&endpoints, &config, name.clone()).await {
             Ok(conn) => conn,
-            Err(e) => {
-                return Err(
-                    crate::tls::connect_error(auth_error(e), config.url(), config.tls()).await,
-                )
-            }
+            Err(e) => return Err(endpoints.connect_error(auth_error(e)).await),
         };
         // A server that wants a password accepts the connection and refuses every command:
         // find out now, not at the first lock call. (A TLS server that wants a client
@@ -76,12 +82,7 @@ impl Client {
             .query_async::<redis::Value>(&mut conn)
             .await
         {
-            return Err(crate::tls::connect_error(
-                auth_error(e.into()),
-                config.url(),
-                config.tls(),
-            )
-            .await);
+            return Err(endpoints.connect_error(auth_error(e.into())).await);
         }
         // A user whose ACL lacks what every lock needs finds out now, with the server naming
         // the command (docs/locks.md, "Least privilege"): `SCRIPT LOAD` (after a restart or
@@ -155,13 +156,20 @@ impl Client {
             _ => false,
         };
         let source = match config.topology() {
-            Topology::Single { url } => Source::Fixed(Box::new(config.redis_client(url.as_str())?)),
-            Topology::Cluster { nodes } => Source::Cluster {
-                nodes: nodes.clone(),
+            Topology::Single { .. } => Source::Fixed {
+                client: Box::new(endpoints.client()?),
+                name: name.clone(),
+            },
+            Topology::Cluster { .. } => Source::Cluster {
+                endpoints: endpoints.clone(),
                 sharded,
+                name,
             },
             Topology::Sentinel { .. } => match conn.sentinel() {
-                Some(s) => Source::Sentinel(s),
+                Some(sentinel) => Source::Sentinel {
+                    sentinel,
+                    name: name.clone(),
+                },
                 None => {
                     return Err(LockError::InvalidArgument(
                         "sentinel topology without a sentinel connection",
@@ -173,7 +181,7 @@ impl Client {
         let wake = Arc::new(Notify::new());
         let latches = crate::latches::Latches::start(conn.clone(), config.latch_queue());
         let inner = Arc::new_cyclic(|weak| ClientInner {
-            id: uuid::Uuid::new_v4().to_string().into(),
+            id,
             latches,
             conn,
             publish: if sharded { "SPUBLISH" } else { "PUBLISH" },

@@ -12,6 +12,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod conn;
+mod endpoints;
 mod error;
 mod fencing;
 mod holds;
@@ -43,6 +44,8 @@ pub use config::{
     MAX_RETRY_DELAY,
 };
 pub use conn::Connection;
+#[doc(hidden)]
+pub use endpoints::Endpoints;
 pub use error::{LockError, Result};
 pub use fencing::FencedValue;
 pub use lock::LockGuard;

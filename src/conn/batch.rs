@@ -299,7 +299,7 @@ impl Batcher {
             for q in &mut group {
                 pipe.add_command(std::mem::take(&mut q.cmd));
             }
-            match conn.raw_pipeline(&pipe, group.len()).await {
+            match conn.raw_pipeline(&pipe, 0, group.len()).await {
                 Ok(replies) if replies.len() == group.len() => {
                     for (q, reply) in group.into_iter().zip(replies) {
                         let _ = q.tx.send(match reply {

@@ -7,26 +7,33 @@
 //! because the replicas still lag). A synced handle that finds no replica confirming records
 //! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+//!
+//! `mod.rs` the handle and how a command travels; `open` connecting from the endpoints;
+//! `replicas` replica sync (`WAIT`/`WAITAOF`, refusals, shortfalls); `naming` connection names;
+//! `sentinel` the master found through Sentinel; `batch` group commit.
 
-use dashmap::DashMap;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
-use crate::config::{millis, AofSync, Config, ReplicaSync, Topology};
+use crate::config::AofSync;
 use crate::error::LockError;
-use crate::keys::slot_of;
 
 mod batch;
+mod naming;
+mod open;
+mod replicas;
 mod sentinel;
 
+pub(crate) use naming::{Naming, DEFAULT_CLIENT_NAME};
+pub(crate) use open::cluster_connection;
+pub(crate) use replicas::Shortfall;
 pub(crate) use sentinel::SentinelConn;
 
 use batch::{Batcher, Entry};
+use replicas::{is_script, Refusals, ReplicaCounts};
 
 /// The command connection shared by everything a client does.
 #[derive(Clone)]
@@ -43,70 +50,8 @@ pub(crate) struct Conn {
     shortfall: Option<Shortfall>,
     /// Group commit of lock scripts (`Config::with_batching`); `None` inside the batcher.
     batch: Option<Arc<Batcher>>,
-}
-
-/// A lock write that no replica confirmed within the sync timeout, or whose `WAIT`/`WAITAOF`
-/// the server refused.
-#[derive(Clone, Debug)]
-pub(crate) struct Shortfall {
-    /// Replicas connected to the master.
-    pub(crate) replicas: i64,
-    /// How long `WAIT` waited.
-    pub(crate) timeout: Duration,
-    /// The command the server refused, and its words ([`ReplicaSync::Required`]).
-    pub(crate) refused: Option<(&'static str, String)>,
-}
-
-impl Shortfall {
-    /// The error of the lock write on `key` that fell short.
-    pub(crate) fn error(self, key: &str) -> LockError {
-        match self.refused {
-            Some((command, detail)) => LockError::SyncRefused { command, detail },
-            None => LockError::ReplicaSync {
-                key: key.to_owned(),
-                replicas: self.replicas,
-                timeout: self.timeout,
-            },
-        }
-    }
-}
-
-/// The commands the server refused, shared by every handle of one client.
-#[derive(Debug)]
-struct Refusals {
-    policy: ReplicaSync,
-    wait: AtomicBool,
-    aof: AtomicBool,
-}
-
-impl Refusals {
-    fn flag(&self, command: &str) -> &AtomicBool {
-        match command {
-            "WAIT" => &self.wait,
-            _ => &self.aof,
-        }
-    }
-
-    fn is_refused(&self, command: &str) -> bool {
-        self.flag(command).load(Ordering::Acquire)
-    }
-
-    /// The server refused `command`: under [`ReplicaSync::BestEffort`] it is not sent again, the
-    /// first refusal is logged, and the caller goes on (`true`); under `Required`, `false`.
-    fn refuse(&self, command: &'static str, detail: &str) -> bool {
-        crate::observe::replica_sync_failed(command, "refused");
-        if self.policy != ReplicaSync::BestEffort {
-            return false;
-        }
-        if !self.flag(command).swap(true, Ordering::AcqRel) {
-            tracing::warn!(
-                command,
-                detail,
-                "the server refuses {command}: lock writes go on without it (ReplicaSync::BestEffort), no longer confirmed by it"
-            );
-        }
-        true
-    }
+    /// The connections' name, sent again after errors that may mean a new connection.
+    naming: Arc<Naming>,
 }
 
 #[derive(Clone)]
@@ -117,53 +62,6 @@ enum Kind {
 }
 
 impl Conn {
-    /// Connects according to the configured topology. The first connection fails fast.
-    pub(crate) async fn connect(config: &Config) -> Result<Conn, LockError> {
-        let kind = match config.topology() {
-            Topology::Single { url } => {
-                let client = config.redis_client(url.as_str())?;
-                Kind::Single(manager(client, config).await?)
-            }
-            Topology::Cluster { nodes } => {
-                Kind::Cluster(cluster_connection(nodes, config, None).await?)
-            }
-            Topology::Sentinel { .. } => {
-                let resolver = config.sentinel_client()?;
-                let conn = Arc::new(SentinelConn {
-                    resolver: tokio::sync::Mutex::new(resolver),
-                    current: parking_lot::RwLock::new(None),
-                    config: config.clone(),
-                    stale: AtomicBool::new(true),
-                });
-                conn.manager().await?;
-                Kind::Sentinel(conn)
-            }
-        };
-        let sync = config.replica_sync().map(|timeout| {
-            Arc::new(ReplicaCounts {
-                timeout,
-                replicas: DashMap::new(),
-            })
-        });
-        let mut conn = Conn {
-            kind,
-            sync,
-            refusals: Arc::new(Refusals {
-                policy: config.replica_sync_policy(),
-                wait: AtomicBool::new(false),
-                aof: AtomicBool::new(false),
-            }),
-            aof: config.aof_sync(),
-            synced: false,
-            shortfall: None,
-            batch: None,
-        };
-        if config.batching() {
-            conn.batch = Some(Batcher::new(conn.clone()));
-        }
-        Ok(conn)
-    }
-
     /// Group-commit counters: batches sent and the operations they carried.
     pub(crate) fn batch_counts(&self) -> (u64, u64) {
         self.batch.as_ref().map_or((0, 0), |b| b.counts())
@@ -275,8 +173,16 @@ impl Conn {
         matches!(self.kind, Kind::Cluster(_))
     }
 
-    /// Sends one command without replica sync.
+    /// Sends one command without replica sync (the connection named first when due).
     async fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        self.name_if_due().await;
+        let r = self.unnamed(cmd).await;
+        self.naming.after(&r);
+        r
+    }
+
+    /// Sends one command as it is.
+    async fn unnamed(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match &mut self.kind {
             Kind::Single(c) => c.req_packed_command(cmd).await,
             Kind::Cluster(c) => c.req_packed_command(cmd).await,
@@ -284,176 +190,51 @@ impl Conn {
         }
     }
 
+    /// Sends the connection's name when it is due (`conn/naming.rs`).
+    async fn name_if_due(&mut self) {
+        if self.naming.take_due() {
+            let naming = self.naming.clone();
+            naming.send(&mut Unnamed(self)).await;
+        }
+    }
+
+    /// Sends `count` pipelined commands from `offset` (the connection named first when due).
     async fn raw_pipeline(
         &mut self,
         pipe: &redis::Pipeline,
+        offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        match &mut self.kind {
-            Kind::Single(c) => c.req_packed_commands(pipe, 0, count).await,
-            Kind::Cluster(c) => c.req_packed_commands(pipe, 0, count).await,
-            Kind::Sentinel(s) => s.clone().request_pipeline(pipe, count).await,
-        }
-    }
-
-    /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
-    /// does outside single-server mode, and fails when replicas exist but none confirmed.
-    async fn synced_write(
-        &mut self,
-        cmd: &Cmd,
-        sync: Option<&ReplicaCounts>,
-    ) -> RedisResult<Value> {
-        let (reply, verdict) = self.synced_reply(cmd, sync).await?;
-        verdict.map(|()| reply)
-    }
-
-    /// [`synced_write`](Self::synced_write) with the script's reply kept apart from the sync
-    /// verdict (a shortfall is recorded on this handle and returned as the verdict's error): a
-    /// batch hands the reply to the operations that did not ask for sync.
-    async fn synced_reply(
-        &mut self,
-        cmd: &Cmd,
-        sync: Option<&ReplicaCounts>,
-    ) -> RedisResult<(Value, RedisResult<()>)> {
-        let slot = script_slot(cmd);
-        let aof_sync = self.live_aof();
-        let replicas = match sync {
-            None => 0,
-            Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
-                Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,
-                _ => {
-                    let n = self.connected_replicas(slot).await?;
-                    sync.replicas.insert(slot, (n, Instant::now()));
-                    n
-                }
-            },
+        self.name_if_due().await;
+        let r = match &mut self.kind {
+            Kind::Single(c) => c.req_packed_commands(pipe, offset, count).await,
+            Kind::Cluster(c) => c.req_packed_commands(pipe, offset, count).await,
+            Kind::Sentinel(s) => s.clone().request_pipeline(pipe, offset, count).await,
         };
-        let wait = sync.filter(|_| replicas > 0);
-        if wait.is_none() && aof_sync.is_none() {
-            return Ok((self.raw(cmd).await?, Ok(())));
-        }
-        let mut pipe = redis::pipe();
-        pipe.add_command(cmd.clone());
-        if let Some(sync) = wait {
-            pipe.cmd("WAIT").arg(replicas).arg(millis(sync.timeout));
-        }
-        if let Some(aof) = aof_sync {
-            pipe.cmd("WAITAOF")
-                .arg(u8::from(aof.local))
-                .arg(aof.replicas)
-                .arg(millis(aof.timeout));
-        }
-        let count = 1 + usize::from(wait.is_some()) + usize::from(aof_sync.is_some());
-        let replies = self.raw_pipeline(&pipe, count).await;
-        if let (Err(_), Some(sync)) = (&replies, sync) {
-            // The node may have changed (failover): re-read its replica count next time.
-            sync.replicas.remove(&slot);
-        }
-        let mut replies = replies?.into_iter();
-        let reply = match replies.next() {
-            Some(Value::ServerError(e)) => return Err(e.into()),
-            Some(v) => v,
-            None => return Err(protocol_error("empty reply to a lock script")),
-        };
-        if let Some(sync) = wait {
-            let acked = match replies.next() {
-                Some(Value::Int(n)) => n,
-                // Refused (a proxy, an ACL): not "no replica confirmed".
-                Some(Value::ServerError(e)) => {
-                    let detail = RedisError::from(e).to_string();
-                    if !self.refusals.refuse("WAIT", &detail) {
-                        return Ok((reply, Err(self.refused("WAIT", detail))));
-                    }
-                    replicas
-                }
-                _ => 0,
-            };
-            if acked != replicas {
-                // The topology changed: re-read the replica count next time (Redisson too).
-                sync.replicas.remove(&slot);
-            }
-            if acked == 0 {
-                crate::observe::replica_sync_failed("WAIT", "unconfirmed");
-                return Ok((
-                    reply,
-                    Err(self.short(replicas, sync.timeout, "replicas confirmed")),
-                ));
-            }
-        }
-        if let Some(aof) = aof_sync {
-            let (local, remote) = match replies.next() {
-                Some(Value::Array(v)) => match v.as_slice() {
-                    [Value::Int(l), Value::Int(r)] => (*l, *r),
-                    _ => (0, 0),
-                },
-                Some(Value::ServerError(e)) => {
-                    let detail = RedisError::from(e).to_string();
-                    if !self.refusals.refuse("WAITAOF", &detail) {
-                        return Ok((reply, Err(self.refused("WAITAOF", detail))));
-                    }
-                    return Ok((reply, Ok(())));
-                }
-                _ => (0, 0),
-            };
-            if local < i64::from(aof.local) || remote < i64::from(aof.replicas) {
-                crate::observe::replica_sync_failed("WAITAOF", "unconfirmed");
-                let short =
-                    self.short(i64::from(aof.replicas), aof.timeout, "AOF fsyncs confirmed");
-                return Ok((reply, Err(short)));
-            }
-        }
-        Ok((reply, Ok(())))
+        self.naming.after(&r);
+        r
+    }
+}
+
+/// A handle whose commands go out as they are: the naming commands themselves.
+struct Unnamed<'a>(&'a mut Conn);
+
+impl ConnectionLike for Unnamed<'_> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(self.0.unnamed(cmd))
     }
 
-    /// Records a write no replica (or fsync) confirmed: the outcome counts as unknown (it may
-    /// not survive a failover or crash), callers undo it like a lost reply and report
-    /// `LockError::ReplicaSync`.
-    fn short(&mut self, replicas: i64, timeout: Duration, what: &str) -> RedisError {
-        self.shortfall = Some(Shortfall {
-            replicas,
-            timeout,
-            refused: None,
-        });
-        RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("not enough {what} for the lock write within {timeout:?}"),
-        ))
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        _pipeline: &'a redis::Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async { Err(protocol_error("no pipelines while naming a connection")) })
     }
 
-    /// Records a write whose `command` the server refused under [`ReplicaSync::Required`]: its
-    /// outcome counts as unconfirmed, as after a shortfall (an acquire is undone), and callers
-    /// report [`LockError::SyncRefused`].
-    fn refused(&mut self, command: &'static str, detail: String) -> RedisError {
-        let message = format!("the server refused {command} after the lock write: {detail}");
-        self.shortfall = Some(Shortfall {
-            replicas: 0,
-            timeout: Duration::ZERO,
-            refused: Some((command, detail)),
-        });
-        RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, message))
-    }
-
-    /// `connected_slaves` of the master serving `slot` (`INFO replication`).
-    async fn connected_replicas(&mut self, slot: Slot) -> RedisResult<i64> {
-        let mut cmd = redis::cmd("INFO");
-        cmd.arg("replication");
-        let info = match &mut self.kind {
-            Kind::Cluster(c) => {
-                let route = Route::with_slot(slot, SlotAddr::Master);
-                c.route_command(
-                    cmd,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await?
-            }
-            _ => self.raw(&cmd).await?,
-        };
-        let text: String = redis::from_redis_value(info)?;
-        Ok(text
-            .lines()
-            .find_map(|l| l.strip_prefix("connected_slaves:"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0))
+    fn get_db(&self) -> i64 {
+        0
     }
 }
 
@@ -473,18 +254,7 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async move {
-            match &mut self.kind {
-                Kind::Single(c) => c.req_packed_commands(pipeline, offset, count).await,
-                Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count).await,
-                Kind::Sentinel(s) => {
-                    let mut conn = s.manager().await?;
-                    let r = conn.req_packed_commands(pipeline, offset, count).await;
-                    s.observe(r.as_ref().map(Vec::as_slice));
-                    r
-                }
-            }
-        })
+        Box::pin(self.raw_pipeline(pipeline, offset, count))
     }
 
     fn get_db(&self) -> i64 {
@@ -492,95 +262,9 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// How long a replica count read from `INFO replication` is used before it is read again. A
-/// replica that goes away shows at once (the `WAIT` that it does not confirm disagrees with the
-/// count, which is then read again), but one that is added shows in no reply: a count of 0
-/// sends no `WAIT` at all, and a `WAIT` for fewer replicas than there are returns as soon as
-/// those confirmed. So the count is read again at least this often, as Redisson rescans its
-/// topology (`scanInterval`, 1 s): from then on lock writes wait for the new replica too.
-const REPLICA_REFRESH: Duration = Duration::from_secs(2);
-
-/// Replica counts per hash slot's master, each with when it was read: read again when older
-/// than [`REPLICA_REFRESH`], or at once when `WAIT` disagrees with it or fails.
-struct ReplicaCounts {
-    timeout: Duration,
-    replicas: DashMap<Slot, (i64, Instant)>,
-}
-
-/// Only scripts are followed by `WAIT` on a synced handle: the `SCRIPT LOAD` that redis-rs
-/// sends after a `NOSCRIPT` writes nothing and has no key to find the master by.
-fn is_script(cmd: &Cmd) -> bool {
-    matches!(
-        cmd.args_iter().next(),
-        Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
-    )
-}
-
-/// The hash slot of a script's first key (`EVALSHA sha numkeys key ...`); 0 without keys.
-fn script_slot(cmd: &Cmd) -> Slot {
-    match cmd.args_iter().nth(3) {
-        Some(redis::Arg::Simple(key)) => slot_of(key),
-        _ => slot_of(b""),
-    }
-}
-
-/// A script followed by `WAIT` may take the replica sync timeout on top of the reply timeout.
-fn reply_timeout(config: &Config) -> Duration {
-    config.response_timeout() + config.replica_sync().unwrap_or(Duration::ZERO)
-}
-
+/// A reply the connection cannot read.
 fn protocol_error(what: &'static str) -> RedisError {
     RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))
-}
-
-async fn manager(client: redis::Client, config: &Config) -> Result<ConnectionManager, LockError> {
-    let manager_config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(reply_timeout(config)))
-        .set_connection_timeout(Some(config.connection_timeout()))
-        .set_number_of_retries(config.retry_attempts() as usize)
-        .set_min_delay(config.retry_delay())
-        .set_max_delay(crate::config::MAX_RETRY_DELAY);
-    // The first connection fails fast: one connection timeout at most, no retries.
-    let first = tokio::time::timeout(
-        config.connection_timeout(),
-        client.get_multiplexed_async_connection(),
-    )
-    .await
-    .map_err(|_| LockError::Timeout {
-        what: "connecting to Redis",
-        waited: config.connection_timeout(),
-    })??;
-    drop(first);
-    Ok(ConnectionManager::new_with_config(client, manager_config).await?)
-}
-
-/// A cluster connection. `push`: where RESP3 pushes go (the subscriber's connection).
-///
-/// Commands are never retried by redis-rs (`retries(0)`): a retried acquire script could count
-/// a re-entry twice. Redirections (`MOVED`/`ASK`) reach the lock code, which retries them itself
-/// because a redirected command did not run.
-pub(crate) async fn cluster_connection(
-    nodes: &[String],
-    config: &Config,
-    push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
-) -> Result<ClusterConnection, LockError> {
-    let mut builder = config
-        .cluster_client_builder(nodes)?
-        .response_timeout(reply_timeout(config))
-        .retries(0);
-    if let Some(tx) = push {
-        builder = builder
-            .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(tx);
-    }
-    let client = builder.build()?;
-    let conn = tokio::time::timeout(config.connection_timeout(), client.get_async_connection())
-        .await
-        .map_err(|_| LockError::Timeout {
-            what: "connecting to the Redis cluster",
-            waited: config.connection_timeout(),
-        })??;
-    Ok(conn)
 }
 
 /// The client's command connection, for your own commands next to the locks

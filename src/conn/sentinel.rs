@@ -8,7 +8,7 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
-use super::manager;
+use super::open::manager;
 use crate::config::Config;
 use crate::error::LockError;
 
@@ -76,10 +76,11 @@ impl SentinelConn {
     pub(super) async fn request_pipeline(
         self: Arc<Self>,
         pipe: &redis::Pipeline,
+        offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         let mut conn = self.manager().await?;
-        let r = conn.req_packed_commands(pipe, 0, count).await;
+        let r = conn.req_packed_commands(pipe, offset, count).await;
         self.observe(r.as_ref().map(Vec::as_slice));
         r
     }

@@ -1,24 +1,38 @@
-//! The subscriber connection itself: a RESP2 pub/sub connection (standalone, the Sentinel's
-//! current master) or a RESP3 cluster connection whose pushes carry the messages, behind one
-//! subscribe / unsubscribe / next-event interface.
+//! The subscriber connection itself: a RESP3 connection (standalone, the Sentinel's current
+//! master; RESP2 pub/sub where the server refuses RESP3) or a RESP3 cluster connection, whose
+//! pushes carry the messages, behind one subscribe / unsubscribe / next-event interface. The
+//! RESP3 connections are named as the command connection is (`conn/naming.rs`), before they
+//! subscribe (a RESP2 subscriber could not send `CLIENT SETNAME`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::conn::SentinelConn;
-use crate::error::{LockError, Result};
+use crate::conn::{Naming, SentinelConn};
+use crate::endpoints::Endpoints;
+use crate::error::{is_auth_error, is_connection_error, LockError, Result};
 
-/// Where the subscriber connects.
+/// Where the subscriber connects; `name`: its connections' name.
 pub(crate) enum Source {
     /// One server.
-    Fixed(Box<redis::Client>),
+    Fixed {
+        client: Box<redis::Client>,
+        name: String,
+    },
     /// The master the sentinels name at each (re)connect.
-    Sentinel(Arc<SentinelConn>),
+    Sentinel {
+        sentinel: Arc<SentinelConn>,
+        name: String,
+    },
     /// A cluster; `sharded`: SSUBSCRIBE instead of SUBSCRIBE.
-    Cluster { nodes: Vec<String>, sharded: bool },
+    Cluster {
+        endpoints: Arc<Endpoints>,
+        sharded: bool,
+        name: String,
+    },
 }
 
 /// What the subscriber connection delivered.
@@ -33,6 +47,10 @@ pub(super) enum Event {
 }
 
 pub(super) enum SubConn {
+    Resp3 {
+        conn: redis::aio::MultiplexedConnection,
+        pushes: mpsc::UnboundedReceiver<redis::PushInfo>,
+    },
     Resp2 {
         sink: redis::aio::PubSubSink,
         stream: redis::aio::PubSubStream,
@@ -47,29 +65,22 @@ pub(super) enum SubConn {
 impl SubConn {
     pub(super) async fn open(source: &Source, config: &Config) -> Result<SubConn> {
         let within = config.connection_timeout();
-        let timed = |e| LockError::Timeout {
-            what: e,
-            waited: within,
-        };
         match source {
-            Source::Fixed(client) => {
-                let conn = tokio::time::timeout(within, client.get_async_pubsub())
-                    .await
-                    .map_err(|_| timed("connecting the subscriber"))??;
-                let (sink, stream) = conn.split();
-                Ok(SubConn::Resp2 { sink, stream })
-            }
-            Source::Sentinel(sentinel) => {
+            Source::Fixed { client, name } => open_single(client, name, within).await,
+            Source::Sentinel { sentinel, name } => {
                 let client = sentinel.master_client().await?;
-                let conn = tokio::time::timeout(within, client.get_async_pubsub())
-                    .await
-                    .map_err(|_| timed("connecting the subscriber"))??;
-                let (sink, stream) = conn.split();
-                Ok(SubConn::Resp2 { sink, stream })
+                open_single(&client, name, within).await
             }
-            Source::Cluster { nodes, sharded } => {
+            Source::Cluster {
+                endpoints,
+                sharded,
+                name,
+            } => {
                 let (tx, pushes) = mpsc::unbounded_channel();
-                let conn = crate::conn::cluster_connection(nodes, config, Some(tx)).await?;
+                let mut conn = crate::conn::cluster_connection(endpoints, config, Some(tx)).await?;
+                // A node connection opened later (a failover) makes the subscriber open
+                // again (`Event::NodeLost`), named again here.
+                Naming::new(name.clone()).send(&mut conn).await;
                 Ok(SubConn::Cluster {
                     conn,
                     pushes,
@@ -88,40 +99,21 @@ impl SubConn {
                 ),
                 None => Event::Closed,
             },
-            SubConn::Cluster { pushes, .. } => {
-                let Some(push) = pushes.recv().await else {
-                    return Event::Closed;
-                };
-                let text = |v: Option<&redis::Value>| match v {
-                    Some(redis::Value::BulkString(b)) => Some(b.clone()),
-                    Some(redis::Value::SimpleString(s)) => Some(s.clone().into_bytes()),
-                    _ => None,
-                };
-                match push.kind {
-                    redis::PushKind::Message | redis::PushKind::SMessage => {
-                        match (text(push.data.first()), text(push.data.get(1))) {
-                            (Some(channel), Some(payload)) => Event::Message(
-                                String::from_utf8_lossy(&channel).into_owned(),
-                                payload,
-                            ),
-                            _ => Event::Ignore,
-                        }
-                    }
-                    redis::PushKind::SUnsubscribe => match text(push.data.first()) {
-                        Some(channel) => {
-                            Event::Dropped(String::from_utf8_lossy(&channel).into_owned())
-                        }
-                        None => Event::Ignore,
-                    },
-                    redis::PushKind::Disconnection => Event::NodeLost,
-                    _ => Event::Ignore,
-                }
-            }
+            SubConn::Resp3 { pushes, .. } => match pushes.recv().await {
+                // The one connection is gone: open another.
+                Some(push) => push_event(push, Event::Closed),
+                None => Event::Closed,
+            },
+            SubConn::Cluster { pushes, .. } => match pushes.recv().await {
+                Some(push) => push_event(push, Event::NodeLost),
+                None => Event::Closed,
+            },
         }
     }
 
     pub(super) async fn subscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
         match self {
+            SubConn::Resp3 { conn, .. } => conn.subscribe(names).await,
             SubConn::Resp2 { sink, .. } => sink.subscribe(names).await,
             SubConn::Cluster { conn, sharded, .. } => {
                 if *sharded {
@@ -139,6 +131,7 @@ impl SubConn {
 
     pub(super) async fn unsubscribe(&mut self, names: &[String]) -> redis::RedisResult<()> {
         match self {
+            SubConn::Resp3 { conn, .. } => conn.unsubscribe(names).await,
             SubConn::Resp2 { sink, .. } => sink.unsubscribe(names).await,
             SubConn::Cluster { conn, sharded, .. } => {
                 if *sharded {
@@ -151,5 +144,73 @@ impl SubConn {
                 }
             }
         }
+    }
+}
+
+/// What a push says; `lost`: what a `Disconnection` push means for this connection.
+fn push_event(push: redis::PushInfo, lost: Event) -> Event {
+    let text = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::BulkString(b)) => Some(b.clone()),
+        Some(redis::Value::SimpleString(s)) => Some(s.clone().into_bytes()),
+        _ => None,
+    };
+    match push.kind {
+        redis::PushKind::Message | redis::PushKind::SMessage => {
+            match (text(push.data.first()), text(push.data.get(1))) {
+                (Some(channel), Some(payload)) => {
+                    Event::Message(String::from_utf8_lossy(&channel).into_owned(), payload)
+                }
+                _ => Event::Ignore,
+            }
+        }
+        redis::PushKind::SUnsubscribe => match text(push.data.first()) {
+            Some(channel) => Event::Dropped(String::from_utf8_lossy(&channel).into_owned()),
+            None => Event::Ignore,
+        },
+        redis::PushKind::Disconnection => lost,
+        _ => Event::Ignore,
+    }
+}
+
+/// A RESP3 connection to one server (its TLS settings kept), named, whose pushes go to the
+/// subscriber; RESP2 pub/sub, unnamed, when the server refuses RESP3 (`HELLO`).
+async fn open_single(client: &redis::Client, name: &str, within: Duration) -> Result<SubConn> {
+    let timed = || LockError::Timeout {
+        what: "connecting the subscriber",
+        waited: within,
+    };
+    let info = client.get_connection_info().clone();
+    let settings = info
+        .redis_settings()
+        .clone()
+        .set_protocol(redis::ProtocolVersion::RESP3);
+    let resp3 = redis::Client::open(info.set_redis_settings(settings))?;
+    let (tx, pushes) = mpsc::unbounded_channel();
+    // No reply timeout of redis-rs' own (500 ms by default): the subscriber bounds its calls
+    // with the configured timeouts (`pubsub::apply`).
+    let config = redis::AsyncConnectionConfig::new()
+        .set_push_sender(tx)
+        .set_connection_timeout(Some(within))
+        .set_response_timeout(None);
+    let opened = tokio::time::timeout(
+        within,
+        resp3.get_multiplexed_async_connection_with_config(&config),
+    )
+    .await
+    .map_err(|_| timed())?;
+    match opened {
+        Ok(mut conn) => {
+            Naming::new(name.to_owned()).send(&mut conn).await;
+            Ok(SubConn::Resp3 { conn, pushes })
+        }
+        Err(e) if !is_connection_error(&e) && !is_auth_error(&e) => {
+            tracing::debug!(error = %e, "no RESP3 for the subscriber: RESP2, unnamed");
+            let conn = tokio::time::timeout(within, client.get_async_pubsub())
+                .await
+                .map_err(|_| timed())??;
+            let (sink, stream) = conn.split();
+            Ok(SubConn::Resp2 { sink, stream })
+        }
+        Err(e) => Err(e.into()),
     }
 }

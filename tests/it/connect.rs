@@ -1,5 +1,5 @@
 //! Connecting: bad URLs and refused credentials fail at `connect` with a clear error, never at
-//! the first lock call (issue 10, defect 6).
+//! the first lock call (issue 10, defect 6); every connection is named after the client.
 
 use crate::support::*;
 use redisson_lock::{Client, Config};
@@ -113,4 +113,143 @@ async fn connect_loads_the_scripts() {
         !stats.contains("cmdstat_script|load"),
         "no script was loaded on first use: {stats}"
     );
+}
+
+/// `CLIENT LIST` of the server behind `conn`, one field map per connection.
+fn client_list(conn: &mut redis::Connection) -> Vec<std::collections::HashMap<String, String>> {
+    let text: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    text.lines()
+        .map(|line| {
+            line.split(' ')
+                .filter_map(|f| f.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The connections called `name`.
+fn named(
+    list: &[std::collections::HashMap<String, String>],
+    name: &str,
+) -> Vec<std::collections::HashMap<String, String>> {
+    list.iter()
+        .filter(|c| c.get("name").map(String::as_str) == Some(name))
+        .cloned()
+        .collect()
+}
+
+/// Opens `client`'s subscriber: a short wait for a lock `holder` holds.
+async fn open_subscriber(client: &Client, holder: &Client, lock: &str) {
+    let held = holder.get_lock(lock).lock().await.unwrap();
+    let waited = client
+        .get_lock(lock)
+        .try_lock_for(std::time::Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert!(waited.is_none());
+    held.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_is_named_after_the_client_id() {
+    let server = TestServer::start();
+    let billing = server
+        .client_with(|c| c.with_client_name("billing-api"))
+        .await;
+    let plain = server.client().await;
+    open_subscriber(&billing, &plain, "names:single").await;
+    let mut raw = server.raw().get_connection().unwrap();
+
+    // The command connection and the subscriber: `<name>:<client id>`, the id being the
+    // `<uuid>` of the lock fields, so a holder's field leads to its connections.
+    let name = format!("billing-api:{}", billing.id());
+    let within = std::time::Duration::from_secs(10);
+    assert!(
+        eventually(within, || {
+            let found = named(&client_list(&mut raw), &name);
+            async move { found.len() >= 2 }
+        })
+        .await,
+        "{name} on the command connection and the subscriber: {:?}",
+        client_list(&mut raw)
+    );
+    let found = named(&client_list(&mut raw), &name);
+    assert!(
+        found
+            .iter()
+            .any(|c| c.get("cmd").is_some_and(|cmd| cmd.contains("subscribe"))),
+        "one is the subscriber: {found:?}"
+    );
+    // A command connection that redis-rs opens again (after a kill) is named again.
+    let command = found
+        .iter()
+        .find(|c| c.get("cmd").is_some_and(|cmd| !cmd.contains("subscribe")))
+        .expect("the command connection")["id"]
+        .clone();
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&command)
+        .query(&mut raw)
+        .unwrap();
+    assert!(
+        eventually(within, || {
+            let lock = billing.get_lock("names:again");
+            async move {
+                match lock.try_lock().await {
+                    Ok(Some(guard)) => guard.unlock().await.is_ok(),
+                    _ => false,
+                }
+            }
+        })
+        .await,
+        "the client works again after its connection was killed"
+    );
+    let again = named(&client_list(&mut raw), &name);
+    assert!(
+        again.len() >= 2 && again.iter().all(|c| c["id"] != command),
+        "the new command connection is named too: {again:?}"
+    );
+    // Without a name of its own: `redisson-lock:<client id>`.
+    let default = format!("redisson-lock:{}", plain.id());
+    assert!(!named(&client_list(&mut raw), &default).is_empty());
+    // The library, where the server knows CLIENT SETINFO (Redis 7.2+, Valkey).
+    if found.iter().any(|c| c.contains_key("lib-name")) {
+        for c in &found {
+            assert_eq!(c["lib-name"], "redisson-lock", "{c:?}");
+            assert_eq!(c["lib-ver"], env!("CARGO_PKG_VERSION"), "{c:?}");
+        }
+    }
+    // A name Redis would refuse is refused at connect, before anything is sent.
+    let e = Client::with_config(server.config().with_client_name("two words"))
+        .await
+        .expect_err("a name with a space");
+    assert!(e.is_invalid_argument(), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_cluster_node_sees_the_named_connections() {
+    let cluster = crate::support::cluster::TestCluster::start(0);
+    let config = || Config::cluster(cluster.urls());
+    let client = Client::with_config(config().with_client_name("pods"))
+        .await
+        .unwrap();
+    let other = Client::with_config(config()).await.unwrap();
+    open_subscriber(&client, &other, "names:cluster").await;
+    let name = format!("pods:{}", client.id());
+    // Each node: the command connection's and the subscriber's connection to it.
+    for node in &cluster.nodes {
+        let mut raw = node.conn();
+        assert!(
+            eventually(std::time::Duration::from_secs(10), || {
+                let found = named(&client_list(&mut raw), &name);
+                async move { found.len() >= 2 }
+            })
+            .await,
+            "{name} twice on node {}: {:?}",
+            node.port,
+            client_list(&mut raw)
+        );
+    }
 }

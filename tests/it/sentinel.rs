@@ -105,3 +105,74 @@ async fn sentinel_locks_survive_a_failover() {
     assert!(exists);
     g.unlock().await.unwrap();
 }
+
+/// A sentinel set-up whose data nodes (master and replica) know the ACL user `app`
+/// (`data-pw`) and whose sentinels want `sentinel_pass` (`requirepass`) when given. The
+/// `default` user of the data nodes stays open for the harness's own probes (replication
+/// checks); the client under test only ever uses `app`.
+fn sentinel_with_auth(sentinel_pass: Option<&str>) -> TestSentinel {
+    TestSentinel::start_with_args(|role| {
+        let args: Vec<String> = match (role, sentinel_pass) {
+            ("sentinel", Some(pass)) => vec!["--requirepass".into(), pass.into()],
+            ("sentinel", None) => Vec::new(),
+            _ => ["--user", "app", "on", ">data-pw", "~*", "&*", "+@all"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        (0, args)
+    })
+}
+
+/// The sentinel URLs with the data nodes' credentials (`app:data-pw`).
+fn app_urls(s: &TestSentinel) -> Vec<String> {
+    s.sentinels
+        .iter()
+        .map(|n| format!("redis://app:data-pw@127.0.0.1:{}/", n.port))
+        .collect()
+}
+
+/// Takes and releases a lock, checking that it landed on the master.
+async fn lock_on_master(client: &Client, s: &TestSentinel, name: &str) {
+    let guard = client.get_lock(name).lock().await.unwrap();
+    let exists: bool = s.master.conn().exists(name).unwrap();
+    assert!(exists, "the lock is on the master");
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_on_the_data_nodes_only() {
+    // The usual set-up: the sentinels have no password, the data nodes do. The sentinels get
+    // no credentials (they would refuse the data nodes' user), the master gets them.
+    let s = sentinel_with_auth(None);
+    let config = Config::sentinel(app_urls(&s), MASTER_NAME)
+        .with_connection_timeout(Duration::from_secs(5))
+        .with_replica_sync(None);
+    let client = Client::with_config(config)
+        .await
+        .expect("connects: the sentinels need no password");
+    lock_on_master(&client, &s, "sn-auth-data").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_with_their_own_credentials() {
+    let s = sentinel_with_auth(Some("sentinel-pw"));
+    let urls = app_urls(&s);
+    let config = |c: Config| {
+        c.with_connection_timeout(Duration::from_secs(5))
+            .with_replica_sync(None)
+    };
+    // Separate credentials: the sentinels get theirs, the master the URL's.
+    let client = Client::with_config(config(
+        Config::sentinel(urls.clone(), MASTER_NAME).with_sentinel_auth("", "sentinel-pw"),
+    ))
+    .await
+    .expect("connects with the sentinels' own password");
+    lock_on_master(&client, &s, "sn-auth-own").await;
+    // Without them, sentinels that ask for a password get the URL's (Redisson's default),
+    // which they refuse: a clear authentication error, never a hang.
+    let e = Client::with_config(config(Config::sentinel(urls, MASTER_NAME)))
+        .await
+        .expect_err("the sentinels refuse the data nodes' credentials");
+    assert!(e.is_auth(), "{e:?}");
+}

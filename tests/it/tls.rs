@@ -287,3 +287,27 @@ fn debug_never_shows_passwords_or_keys() {
     let sentinel = Config::sentinel(["redis://u:s3cret-pw@127.0.0.1:26379/"], "m");
     assert!(!format!("{sentinel:?}").contains("s3cret-pw"));
 }
+
+#[tokio::test]
+async fn certificate_failures_are_read_from_the_rustls_error() {
+    require_tls!();
+    // A certificate refused is rustls' verdict, carried in the error's sources: the error says
+    // what rustls said, never the guess made for errors without one ("does this port speak
+    // TLS?", which would send an operator to the wrong place).
+    let pki = Pki::new();
+    let server = TlsServer::start(&pki, false);
+    let (other_ca, _) = crate::support::tls::make_ca("a CA the server does not use");
+    let unknown_ca = Config::new(server.url()).with_tls(Tls::new().with_ca_pem(other_ca.pem()));
+    let wrong = pki.issue("other-host", &["redis.example.com"], false);
+    let wrong_server = TlsServer::start_cert(&pki, &wrong, false);
+    for (case, config) in [
+        ("unknown CA", unknown_ca),
+        ("wrong host name", wrong_server.config(&pki)),
+    ] {
+        let e = connect_err(config).await;
+        let text = e.to_string();
+        assert!(e.is_tls(), "{case}: {e:?}");
+        assert!(text.contains("invalid peer certificate"), "{case}: {text}");
+        assert!(!text.contains("does this port speak TLS"), "{case}: {text}");
+    }
+}

@@ -4,7 +4,7 @@
 
 use redis::aio::MultiplexedConnection;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, PushInfo};
-use redisson_lock::{Client, Config, Connection};
+use redisson_lock::{Client, Config, Connection, Endpoints};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::{Failure, Global, Result};
@@ -107,9 +107,8 @@ impl Target {
             if masters_only && !node.master {
                 continue;
             }
-            let client = self
-                .config
-                .redis_client(self.node_info(&node.host, node.port)?)?;
+            let client =
+                Endpoints::new(&self.config)?.client_for(self.node_info(&node.host, node.port)?)?;
             let conn = tokio::time::timeout(
                 self.config.connection_timeout(),
                 client.get_multiplexed_async_connection(),
@@ -159,22 +158,21 @@ impl Target {
     pub async fn push_conn(&self, tx: UnboundedSender<PushInfo>) -> Result<PushConn> {
         use redisson_lock::Topology;
         match self.config.topology() {
-            Topology::Cluster { nodes } => {
-                let client = self
-                    .config
-                    .cluster_client_builder(nodes)?
+            Topology::Cluster { .. } => {
+                let client = Endpoints::new(&self.config)?
+                    .cluster_builder()?
                     .use_protocol(ProtocolVersion::RESP3)
                     .push_sender(tx)
                     .build()?;
                 Ok(PushConn::Cluster(client.get_async_connection().await?))
             }
             Topology::Sentinel { .. } => {
-                let mut resolver = self.config.sentinel_client()?;
+                let mut resolver = Endpoints::new(&self.config)?.sentinel_client().await?;
                 let client = resolver.async_get_client().await?;
                 single_push_conn(client.get_connection_info().clone(), tx).await
             }
             Topology::Single { .. } => {
-                let info = self.config.redis_client(self.config.url())?;
+                let info = Endpoints::new(&self.config)?.client()?;
                 single_push_conn(info.get_connection_info().clone(), tx).await
             }
             _ => Err(Failure("unsupported topology".into())),

@@ -1,9 +1,22 @@
-//! Client configuration: a builder with named, documented defaults.
+//! Client configuration: a builder with named, documented defaults. Settings only: turning
+//! them into redis-rs clients is `endpoints`' work.
+//!
+//! `mod.rs` the builder and its getters; `modes` the small enums and records (`AofSync`,
+//! `ReplicaSync`, `ShardedPubSub`); `topology` where the deployment is; `validate` the rules a
+//! configuration must meet before anything connects; `redact` passwords out of URLs.
 
 use std::time::Duration;
 
-use crate::error::{LockError, Result};
 use crate::tls::Tls;
+
+mod modes;
+mod redact;
+mod topology;
+mod validate;
+
+pub use modes::{AofSync, ReplicaSync, ShardedPubSub};
+pub(crate) use redact::redact;
+pub use topology::Topology;
 
 /// Lease of a lock taken without an explicit lease, renewed every third of it (Redisson's
 /// `lockWatchdogTimeout`). Use the same value as your Java fleet.
@@ -37,97 +50,6 @@ pub const DEFAULT_WATCHDOG_BATCH_SIZE: usize = 100;
 /// `slavesSyncTimeout`).
 pub const DEFAULT_REPLICA_SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// `WAITAOF` after lock writes (Redis 7.2+): how many fsyncs must confirm a write before it
-/// counts, beside (or instead of) `WAIT`'s replica acknowledgements. See
-/// [`Config::with_aof_sync`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AofSync {
-    /// Whether the master itself must have fsynced the write to its AOF (`numlocal` 1; needs
-    /// `appendonly yes`).
-    pub local: bool,
-    /// How many replicas must have fsynced it to theirs (`numreplicas`).
-    pub replicas: u32,
-    /// How long `WAITAOF` may wait.
-    pub timeout: Duration,
-}
-
-/// What a client does when the server refuses `WAIT` or `WAITAOF` (a proxy or a serverless
-/// offering that does not forward them, an ACL that denies them), which it finds out at connect
-/// (a probe) or at the first refused lock write. See [`Config::with_replica_sync_policy`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReplicaSync {
-    /// The confirmation is required (the default): [`Client::connect`] fails with
-    /// [`LockError::SyncRefused`] when its probe is refused, and a lock write whose `WAIT` or
-    /// `WAITAOF` is refused later fails with it too (an acquire is undone).
-    ///
-    /// [`Client::connect`]: crate::Client::connect
-    #[default]
-    Required,
-    /// Go on without it: the first refusal is logged once (a `tracing` warning naming the
-    /// command and the server's words), and from then on this client sends lock writes without
-    /// the refused command. Its writes are then no longer confirmed on replicas (or fsyncs).
-    BestEffort,
-}
-
-/// Where the Redis deployment is. Its `Debug` replaces passwords in URLs by `***`.
-#[derive(Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Topology {
-    /// One server (it may have replicas).
-    Single {
-        /// `redis://host:port[/db]`.
-        url: String,
-    },
-    /// A Redis Cluster, reached through any of these nodes.
-    Cluster {
-        /// Seed node URLs.
-        nodes: Vec<String>,
-    },
-    /// A master found through Sentinel.
-    Sentinel {
-        /// Sentinel URLs.
-        sentinels: Vec<String>,
-        /// The monitored master's name.
-        master: String,
-    },
-}
-
-impl std::fmt::Debug for Topology {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls = |urls: &[String]| urls.iter().map(|u| redact(u)).collect::<Vec<_>>();
-        match self {
-            Topology::Single { url } => {
-                f.debug_struct("Single").field("url", &redact(url)).finish()
-            }
-            Topology::Cluster { nodes } => f
-                .debug_struct("Cluster")
-                .field("nodes", &urls(nodes))
-                .finish(),
-            Topology::Sentinel { sentinels, master } => f
-                .debug_struct("Sentinel")
-                .field("sentinels", &urls(sentinels))
-                .field("master", master)
-                .finish(),
-        }
-    }
-}
-
-/// Whether unlock notifications use sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on a cluster,
-/// Redisson's `shardedSubscriptionMode`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ShardedPubSub {
-    /// Sharded when the cluster supports it (`PUBSUB SHARDNUMSUB` succeeds, Redis 7+), as
-    /// Redisson's default `AUTO`.
-    #[default]
-    Auto,
-    /// Always sharded.
-    On,
-    /// Never sharded (`PUBLISH`/`SUBSCRIBE`); use when the Java side sets `OFF`.
-    Off,
-}
-
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// ```
@@ -157,6 +79,26 @@ pub struct Config {
     aof_sync: Option<AofSync>,
     batching: bool,
     tls: Tls,
+    client_name: Option<String>,
+    sentinel_auth: Option<SentinelAuth>,
+}
+
+/// Credentials for the sentinels themselves ([`Config::with_sentinel_auth`]). Its `Debug`
+/// never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelAuth {
+    /// `None`: the `default` user (`AUTH <password>`, a sentinel with `requirepass`).
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for SentinelAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelAuth")
+            .field("username", &self.username)
+            .field("password", &"***")
+            .finish()
+    }
 }
 
 impl Config {
@@ -212,6 +154,8 @@ impl Config {
             aof_sync: None,
             batching: false,
             tls: Tls::new(),
+            client_name: None,
+            sentinel_auth: None,
         }
     }
 
@@ -424,69 +368,65 @@ impl Config {
         &self.tls
     }
 
-    /// A redis-rs client for `url` (a URL or redis-rs connection settings) with this
-    /// configuration's TLS settings, for connections of your own beside the client's (the
-    /// operator CLI uses it for per-node connections).
+    /// The name of this client's connections (`CLIENT SETNAME`), so that an operator finds them
+    /// in `CLIENT LIST`: every connection the client opens (commands, the subscriber, each
+    /// cluster node) is called `<name>:<client id>`, where the client id is
+    /// [`Client::id`](crate::Client::id), the `<uuid>` part of the lock fields it writes. Without
+    /// a name, `redisson-lock:<client id>`. So a lock's holder field leads to its connection,
+    /// and the connection's address to the pod. The name must be printable ASCII without spaces
+    /// (Redis' rule for connection names), at most 64 characters; anything else is refused at
+    /// connect with [`LockError::InvalidArgument`](crate::LockError::InvalidArgument).
+    ///
+    /// The connections also tell the server their library (`CLIENT SETINFO LIB-NAME
+    /// redisson-lock`, `LIB-VER`) where it knows the command (Redis 7.2+, Valkey).
     ///
     /// ```
-    /// let config = redisson_lock::Config::new("redis://127.0.0.1:6379/");
-    /// let client = config.redis_client("redis://127.0.0.1:6380/").unwrap();
+    /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_client_name("billing-api");
+    /// assert_eq!(config.client_name(), Some("billing-api"));
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::InvalidUrl`] for a URL that does not parse (or the cases
-    /// [`Config::with_tls`] refuses), [`LockError::Tls`] for an unreadable certificate.
-    pub fn redis_client(&self, url: impl redis::IntoConnectionInfo) -> Result<redis::Client> {
-        let info = url
-            .into_connection_info()
-            .map_err(|e| LockError::InvalidUrl {
-                url: String::from("(redis-rs connection settings)"),
-                reason: e.to_string(),
-            })?;
-        let shown = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port)
-            | redis::ConnectionAddr::TcpTls { host, port, .. } => format!("{host}:{port}"),
-            other => other.to_string(),
-        };
-        let info = crate::tls::check(info, &shown, &self.tls)?;
-        crate::tls::client(info, &self.tls)
+    pub fn with_client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
     }
 
-    /// A redis-rs cluster client builder for `nodes` with this configuration's TLS settings
-    /// and connection timeout (see [`Config::redis_client`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`Config::redis_client`].
-    pub fn cluster_client_builder(
-        &self,
-        nodes: &[String],
-    ) -> Result<redis::cluster::ClusterClientBuilder> {
-        let infos = nodes
-            .iter()
-            .map(|url| crate::tls::connection_info(url, &self.tls))
-            .collect::<Result<Vec<_>>>()?;
-        let builder = redis::cluster::ClusterClientBuilder::new(infos)
-            .connection_timeout(self.connection_timeout);
-        crate::tls::cluster(builder, &self.tls)
+    /// See [`Config::with_client_name`].
+    pub fn client_name(&self) -> Option<&str> {
+        self.client_name.as_deref()
     }
 
-    /// A redis-rs sentinel client for the configured sentinels and master, with the URLs'
-    /// credentials and this configuration's TLS settings for the sentinels and the master.
+    /// Credentials for the sentinels themselves, apart from the data nodes' (Redisson's
+    /// `sentinelUsername` / `sentinelPassword`). The data nodes (master and replicas) get the
+    /// credentials of the sentinel URLs (`redis://user:password@sentinel:26379/`); the sentinels
+    /// get these. Pass `""` as `username` for a sentinel with `requirepass` (the `default`
+    /// user).
     ///
-    /// # Errors
+    /// Without this setting, as Redisson: a sentinel that answers without a password gets none
+    /// (auth on the data nodes only, the common set-up), and one that asks for a password
+    /// (`NOAUTH`) gets the URL's credentials. Only sentinel mode uses it.
     ///
-    /// As [`Config::redis_client`]; [`LockError::InvalidArgument`] outside sentinel mode.
-    pub fn sentinel_client(&self) -> Result<redis::sentinel::SentinelClient> {
-        match &self.topology {
-            Topology::Sentinel { sentinels, master } => {
-                crate::tls::sentinel_client(sentinels, master, &self.tls)
-            }
-            _ => Err(LockError::InvalidArgument(
-                "sentinel_client needs a sentinel configuration",
-            )),
-        }
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::sentinel(["redis://app:data-secret@10.0.0.5:26379/"], "mymaster")
+    ///     .with_sentinel_auth("sentinel-user", "sentinel-secret");
+    /// // Debug output never shows either password.
+    /// assert!(!format!("{config:?}").contains("secret"));
+    /// ```
+    pub fn with_sentinel_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        let username = username.into();
+        self.sentinel_auth = Some(SentinelAuth {
+            username: (!username.is_empty()).then_some(username),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// The sentinels' own credentials, when set ([`Config::with_sentinel_auth`]).
+    pub(crate) fn sentinel_auth(&self) -> Option<&SentinelAuth> {
+        self.sentinel_auth.as_ref()
     }
 
     /// Where the deployment is.
@@ -557,103 +497,6 @@ impl Config {
     pub(crate) fn latch_ttl(&self) -> Duration {
         (self.response_timeout + MAX_RETRY_DELAY).saturating_mul(self.retry_attempts.max(1))
     }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        const MAX: Duration = crate::time::MAX_DURATION;
-        let durations = [
-            self.watchdog_timeout,
-            self.response_timeout,
-            self.connection_timeout,
-            self.subscription_timeout,
-            self.fair_lock_wait_timeout,
-            self.retry_delay,
-        ];
-        let aof = self.aof_sync;
-        // Each rule with the message its violation gives, checked in order; the URLs last.
-        let rules: [(bool, &'static str); 15] = [
-            (
-                durations.iter().any(|d| *d > MAX) || self.replica_sync().is_some_and(|d| d > MAX),
-                "durations in the configuration must be at most 100 years",
-            ),
-            (
-                self.watchdog_timeout < Duration::from_millis(3),
-                "watchdog timeout must be at least 3 ms (it is renewed every third of it)",
-            ),
-            (
-                self.response_timeout.is_zero(),
-                "response timeout must be non-zero",
-            ),
-            (
-                self.connection_timeout.is_zero(),
-                "connection timeout must be non-zero",
-            ),
-            (
-                self.subscription_timeout.is_zero(),
-                "subscription timeout must be non-zero",
-            ),
-            (
-                self.fair_lock_wait_timeout.is_zero(),
-                "fair lock wait timeout must be non-zero",
-            ),
-            (
-                matches!(&self.topology, Topology::Cluster { nodes } if nodes.is_empty()),
-                "a cluster needs at least one node",
-            ),
-            (
-                matches!(&self.topology, Topology::Sentinel { sentinels, .. } if sentinels.is_empty()),
-                "sentinel mode needs at least one sentinel",
-            ),
-            (
-                matches!(&self.topology, Topology::Sentinel { master, .. } if master.is_empty()),
-                "the sentinel master name must not be empty",
-            ),
-            (
-                self.replica_sync == Some(Some(Duration::ZERO)),
-                "replica sync timeout must be non-zero (use None to turn it off)",
-            ),
-            (
-                aof.is_some_and(|a| a.timeout.is_zero() || a.timeout > MAX),
-                "the WAITAOF timeout must be non-zero and at most 100 years",
-            ),
-            (
-                aof.is_some_and(|a| !a.local && a.replicas == 0),
-                "WAITAOF needs the master (local) or at least one replica to confirm",
-            ),
-            (
-                self.latch_queue == 0,
-                "the latch queue must hold at least 1 deletion",
-            ),
-            (
-                self.retry_attempts == 0,
-                "retry attempts must be at least 1",
-            ),
-            (
-                self.watchdog_batch_size == 0,
-                "the watchdog batch size must be at least 1",
-            ),
-        ];
-        match rules.iter().find(|(broken, _)| *broken) {
-            Some((_, message)) => Err(LockError::InvalidArgument(message)),
-            None => check_urls(&self.topology, &self.tls),
-        }
-    }
-}
-
-pub(crate) use crate::tls::redact;
-
-/// Every URL of a topology must parse, before anything connects.
-fn check_urls(topology: &Topology, tls: &Tls) -> Result<()> {
-    let urls: Vec<&String> = match topology {
-        Topology::Single { url } => vec![url],
-        Topology::Cluster { nodes } => nodes.iter().collect(),
-        Topology::Sentinel { sentinels, .. } => sentinels.iter().collect(),
-    };
-    for url in urls {
-        crate::tls::connection_info(url, tls)?;
-    }
-    // Certificates and keys are read (and parsed) now: a bad file is an error before anything
-    // connects, never a connection error retried in the background.
-    tls.certificates().map(drop)
 }
 
 /// Milliseconds of a duration as Redis expects them, rounded up so a sub-millisecond lease is

@@ -1,0 +1,126 @@
+//! Opening the command connection from the endpoints (`endpoints::Endpoints`), in one pass:
+//! the standalone connection manager, the cluster connection (also the subscriber's, with
+//! pushes), or the sentinel resolver and the master it names.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+
+use super::batch::Batcher;
+use super::naming::Naming;
+use super::replicas::{Refusals, ReplicaCounts};
+use super::{Conn, Kind, SentinelConn};
+use crate::config::{Config, Topology};
+use crate::endpoints::Endpoints;
+use crate::error::LockError;
+
+impl Conn {
+    /// Connects according to the configured topology; `name`: the connections' name
+    /// (`conn/naming.rs`). The first connection fails fast.
+    pub(crate) async fn connect(
+        endpoints: &Endpoints,
+        config: &Config,
+        name: String,
+    ) -> Result<Conn, LockError> {
+        let kind = match config.topology() {
+            Topology::Single { .. } => Kind::Single(manager(endpoints.client()?, config).await?),
+            Topology::Cluster { .. } => {
+                Kind::Cluster(cluster_connection(endpoints, config, None).await?)
+            }
+            Topology::Sentinel { .. } => {
+                let resolver = endpoints.sentinel_client().await?;
+                let conn = Arc::new(SentinelConn {
+                    resolver: tokio::sync::Mutex::new(resolver),
+                    current: parking_lot::RwLock::new(None),
+                    config: config.clone(),
+                    stale: AtomicBool::new(true),
+                });
+                conn.manager().await?;
+                Kind::Sentinel(conn)
+            }
+        };
+        let sync = config.replica_sync().map(|timeout| {
+            Arc::new(ReplicaCounts {
+                timeout,
+                replicas: DashMap::new(),
+            })
+        });
+        let mut conn = Conn {
+            kind,
+            sync,
+            refusals: Arc::new(Refusals::new(config.replica_sync_policy())),
+            aof: config.aof_sync(),
+            synced: false,
+            shortfall: None,
+            batch: None,
+            naming: Arc::new(Naming::new(name)),
+        };
+        if config.batching() {
+            conn.batch = Some(Batcher::new(conn.clone()));
+        }
+        Ok(conn)
+    }
+}
+
+/// A script followed by `WAIT` may take the replica sync timeout on top of the reply timeout.
+fn reply_timeout(config: &Config) -> Duration {
+    config.response_timeout() + config.replica_sync().unwrap_or(Duration::ZERO)
+}
+
+/// A connection manager for `client` (standalone, or the master a sentinel named).
+pub(super) async fn manager(
+    client: redis::Client,
+    config: &Config,
+) -> Result<ConnectionManager, LockError> {
+    let manager_config = ConnectionManagerConfig::new()
+        .set_response_timeout(Some(reply_timeout(config)))
+        .set_connection_timeout(Some(config.connection_timeout()))
+        .set_number_of_retries(config.retry_attempts() as usize)
+        .set_min_delay(config.retry_delay())
+        .set_max_delay(crate::config::MAX_RETRY_DELAY);
+    // The first connection fails fast: one connection timeout at most, no retries.
+    let first = tokio::time::timeout(
+        config.connection_timeout(),
+        client.get_multiplexed_async_connection(),
+    )
+    .await
+    .map_err(|_| LockError::Timeout {
+        what: "connecting to Redis",
+        waited: config.connection_timeout(),
+    })??;
+    drop(first);
+    Ok(ConnectionManager::new_with_config(client, manager_config).await?)
+}
+
+/// A cluster connection. `push`: where RESP3 pushes go (the subscriber's connection).
+///
+/// Commands are never retried by redis-rs (`retries(0)`): a retried acquire script could count
+/// a re-entry twice. Redirections (`MOVED`/`ASK`) reach the lock code, which retries them itself
+/// because a redirected command did not run.
+pub(crate) async fn cluster_connection(
+    endpoints: &Endpoints,
+    config: &Config,
+    push: Option<tokio::sync::mpsc::UnboundedSender<redis::PushInfo>>,
+) -> Result<ClusterConnection, LockError> {
+    let mut builder = endpoints
+        .cluster_builder()?
+        .response_timeout(reply_timeout(config))
+        .retries(0);
+    if let Some(tx) = push {
+        builder = builder
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx);
+    }
+    let client = builder.build()?;
+    let conn = tokio::time::timeout(config.connection_timeout(), client.get_async_connection())
+        .await
+        .map_err(|_| LockError::Timeout {
+            what: "connecting to the Redis cluster",
+            waited: config.connection_timeout(),
+        })??;
+    Ok(conn)
+}
