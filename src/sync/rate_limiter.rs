@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore;
+use rand::Rng;
 
 use super::{deadline, epoch_ms, remaining, run_once, run_repeatable, Named};
 use crate::config::millis;
