@@ -295,7 +295,13 @@ mod tests {
         );
         // The first pauses spread over [0, 100 ms]: some in each half.
         let firsts: Vec<Duration> = schedules.iter().map(|s| s[0]).collect();
-        let low = firsts.iter().filter(|p| **p < Duration::from_millis(50)).count();
-        assert!(low > 0 && low < firsts.len(), "{low} of 64 in the lower half");
+        let low = firsts
+            .iter()
+            .filter(|p| **p < Duration::from_millis(50))
+            .count();
+        assert!(
+            low > 0 && low < firsts.len(),
+            "{low} of 64 in the lower half"
+        );
     }
 }
