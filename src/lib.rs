@@ -61,7 +61,8 @@ pub use fencing::FencedValue;
 pub use lock::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use multi::{
-    All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,
+    All, Majority, MemberLock, MultiLock, MultiLockGuard, QuorumError, QuorumOperation,
+    QuorumPolicy, RedLock,
 };
 pub use owner::LockOwner;
 pub use raw::{
