@@ -54,9 +54,42 @@ fn a_multi_lock_is_held_by_the_calling_thread_on_every_node() {
     assert_eq!(left, (false, false));
     assert!(!multi.is_held_by_current().unwrap());
     assert!(matches!(
-        MultiLock::<redisson_lock::All>::new([]),
+        MultiLock::<redisson_lock::All>::new(Vec::<redisson_lock::blocking::MemberLock>::new()),
         Err(LockError::InvalidArgument(_))
     ));
+}
+
+/// The blocking MultiLock mixes kinds too: a fair lock and a write side, each with its own
+/// data, held by the calling thread, and a read of the write-locked name refused elsewhere.
+#[test]
+fn a_multi_lock_mixes_lock_kinds() {
+    use redisson_lock::blocking::MemberLock;
+    let server = TestServer::start();
+    let a = Client::connect(&server.url()).unwrap();
+    let multi: MultiLock = MultiLock::new([
+        MemberLock::from(a.get_fair_lock("bm:mix:fair")),
+        MemberLock::from(a.get_read_write_lock("bm:mix:rw").write_lock()),
+    ])
+    .unwrap();
+    assert_eq!(multi.locks()[1].name(), "bm:mix:rw");
+    let guard = multi.lock().unwrap();
+    let mut raw = server.raw().get_connection().unwrap();
+    let mode: Option<String> = raw.hget("bm:mix:rw", "mode").unwrap();
+    assert_eq!(mode.as_deref(), Some("write"));
+    assert!(multi.is_held_by_current().unwrap());
+    let other = a.clone();
+    std::thread::spawn(move || {
+        let read = other.get_read_write_lock("bm:mix:rw").read_lock();
+        assert!(read.try_lock().unwrap().is_none(), "read vs write");
+    })
+    .join()
+    .unwrap();
+    guard.unlock().unwrap();
+    let left: (bool, bool) = (
+        raw.exists("bm:mix:fair").unwrap(),
+        raw.exists("bm:mix:rw").unwrap(),
+    );
+    assert_eq!(left, (false, false));
 }
 
 #[test]
