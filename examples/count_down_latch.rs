@@ -26,6 +26,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     coordinator.await??;
     println!("coordinator: everyone is ready");
-    assert!(ready.wait_timeout(Duration::ZERO).await?);
+    assert!(ready.wait_for(Duration::ZERO).await?);
     Ok(())
 }

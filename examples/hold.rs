@@ -102,9 +102,10 @@ async fn hold_permits(url: &str, name: &str) -> Result<(), Box<dyn std::error::E
     let sem = client.get_permit_expirable_semaphore(name);
     sem.try_set_permits(3).await?;
     let leased = sem
-        .acquire(Some(std::time::Duration::from_secs(600)))
+        .with_lease(std::time::Duration::from_secs(600))
+        .acquire()
         .await?;
-    let kept = sem.acquire(None).await?;
+    let kept = sem.acquire().await?;
     println!("holding permits {leased} (10 min lease) and {kept} (no lease) of `{name}`");
     tokio::signal::ctrl_c().await?;
     sem.release(&leased).await?;

@@ -16,13 +16,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(slots.try_set_permits(1).await?);
 
     // A holder that "crashes": it never releases its 500 ms permit.
-    let lost = slots.acquire(Some(Duration::from_millis(500))).await?;
+    let lost = slots
+        .with_lease(Duration::from_millis(500))
+        .acquire()
+        .await?;
     println!("permit {lost} taken for 500 ms and never released");
 
     // The next worker waits; the permit comes back when its lease ends.
     let start = Instant::now();
     let id = slots
-        .try_acquire(Duration::from_secs(10), Some(Duration::from_secs(30)))
+        .with_lease(Duration::from_secs(30))
+        .try_acquire_for(Duration::from_secs(10))
         .await?
         .ok_or("no permit within 10 s")?;
     println!(

@@ -24,13 +24,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pool = client.get_semaphore("example:pool");
         let busy = busy.clone();
         workers.push(tokio::spawn(async move {
-            pool.acquire(1).await?;
+            pool.acquire().await?;
             let now = busy.fetch_add(1, Ordering::SeqCst) + 1;
             assert!(now <= 2, "more holders than permits");
             println!("worker {n} works ({now} busy)");
             tokio::time::sleep(Duration::from_millis(100)).await;
             busy.fetch_sub(1, Ordering::SeqCst);
-            pool.release(1).await
+            pool.release().await
         }));
     }
     for w in workers {

@@ -317,8 +317,8 @@ impl Client {
     /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
     /// let permits = client.get_semaphore("workers");
     /// permits.try_set_permits(4).await?;
-    /// permits.acquire(1).await?;
-    /// permits.release(1).await?;
+    /// permits.acquire().await?;
+    /// permits.release().await?;
     /// # Ok(()) }
     /// ```
     pub fn get_semaphore(&self, name: impl Into<String>) -> Semaphore {
@@ -333,7 +333,7 @@ impl Client {
     /// let latch = client.get_count_down_latch("batch-42");
     /// latch.try_set_count(1).await?;
     /// latch.count_down().await?;
-    /// assert!(latch.wait_timeout(std::time::Duration::from_secs(1)).await?);
+    /// assert!(latch.wait_for(std::time::Duration::from_secs(1)).await?);
     /// # Ok(()) }
     /// ```
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
@@ -348,7 +348,7 @@ impl Client {
     /// use std::time::Duration;
     /// let slots = client.get_permit_expirable_semaphore("gpu");
     /// slots.try_set_permits(1).await?;
-    /// if let Some(id) = slots.try_acquire(Duration::ZERO, Some(Duration::from_secs(60))).await? {
+    /// if let Some(id) = slots.with_lease(Duration::from_secs(60)).try_acquire().await? {
     ///     slots.release(&id).await?;
     /// }
     /// # Ok(()) }
@@ -367,9 +367,9 @@ impl Client {
     /// use std::time::Duration;
     /// let limiter = client.get_rate_limiter("emails");
     /// limiter
-    ///     .try_set_rate(redisson_lock::RateType::Overall, 10, Duration::from_secs(60), None)
+    ///     .try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, Duration::from_secs(60)))
     ///     .await?;
-    /// limiter.acquire(1).await?;
+    /// limiter.acquire().await?;
     /// # Ok(()) }
     /// ```
     pub fn get_rate_limiter(&self, name: impl Into<String>) -> RateLimiter {

@@ -35,6 +35,19 @@ mod time;
 mod tls;
 mod watchdog;
 
+/// The redis-rs crate this one is built on, re-exported so that code using
+/// [`Client::connection`], [`LockError::Redis`] or [`Connection`] needs no dependency of its
+/// own pinned to the same major version.
+///
+/// ```no_run
+/// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+/// use redisson_lock::redis::AsyncCommands;
+/// let mut conn = client.connection();
+/// let _: () = conn.set("greeting", "hello").await?;
+/// # Ok(()) }
+/// ```
+pub use redis;
+
 pub use client::{Client, ClientStats};
 pub use config::{
     AofSync, Config, ReplicaSync, ShardedPubSub, Topology, DEFAULT_CONNECTION_TIMEOUT,
@@ -51,7 +64,8 @@ pub use fencing::FencedValue;
 pub use lock::LockGuard;
 pub use lock::{Lock, LockTtl};
 pub use multi::{
-    All, Majority, MultiLock, MultiLockGuard, QuorumError, QuorumOperation, QuorumPolicy, RedLock,
+    All, Majority, MemberLock, MultiLock, MultiLockGuard, QuorumError, QuorumOperation,
+    QuorumPolicy, RedLock,
 };
 pub use owner::LockOwner;
 pub use raw::{

@@ -9,6 +9,12 @@
 //!   release twice (`lock/release.rs`);
 //! * the background settle of an unknown outcome, until the unknown hold's lease has passed;
 //! * the subscriber's reconnects (`pubsub.rs`), for as long as the client lives.
+//!
+//! Every pause is drawn at random ("full jitter"): uniform in `[0, cap]`, where the cap doubles
+//! from `Config::retry_delay` up to `MAX_RETRY_DELAY`. Clients that lost their server at the
+//! same instant (a failover) therefore come back spread over the cap, not on the same ticks.
+//! The command connections reconnect through redis-rs' `ConnectionManager`, whose own backoff
+//! (backon's exponential builder) is jittered too; `conn` gives it the same first delay and cap.
 
 use std::time::{Duration, Instant};
 
@@ -45,7 +51,7 @@ enum Limit {
 }
 
 /// Counts consecutive failures and says whether, and after what pause, to try again. The pause
-/// doubles from `Config::retry_delay` up to `MAX_RETRY_DELAY`.
+/// is uniform in `[0, cap]`; the cap doubles from `Config::retry_delay` up to `MAX_RETRY_DELAY`.
 #[derive(Debug)]
 pub(crate) struct Retry<'c> {
     config: &'c Config,
@@ -106,7 +112,7 @@ impl<'c> Retry<'c> {
         };
         within.then(|| {
             crate::observe::retry(self.op);
-            let pause = self.config.backoff(self.failures);
+            let pause = jittered(self.config.backoff(self.failures));
             self.failures = self.failures.saturating_add(1);
             pause
         })
@@ -134,6 +140,12 @@ impl<'c> Retry<'c> {
     pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
+}
+
+/// A pause drawn uniformly from `[0, cap]` (full jitter), to the microsecond.
+fn jittered(cap: Duration) -> Duration {
+    let cap_us = u64::try_from(cap.as_micros()).unwrap_or(u64::MAX);
+    Duration::from_micros(rand::random_range(0..=cap_us))
 }
 
 #[cfg(test)]
@@ -260,10 +272,48 @@ mod tests {
         let wrong: redis::RedisError =
             (redis::ErrorKind::UnexpectedReturnType, "not a lock").into();
         assert_eq!(r.pause_after(&wrong), None);
-        let first = r.pause().unwrap();
-        let second = r.pause().unwrap();
-        assert!(second >= first);
+        assert!(r.pause().unwrap() <= config.backoff(0));
+        assert!(r.pause().unwrap() <= config.backoff(1));
+        assert!(config.backoff(1) > config.backoff(0), "the cap grows");
         let mut r = Retry::until(&config, Instant::now());
         assert_eq!(r.pause(), None);
+    }
+
+    /// Clients that fail together must not retry together: schedules that start from the same
+    /// state differ, every pause stays within `[0, cap]` for its try, and the pauses spread
+    /// over the cap (not all near one end).
+    #[test]
+    fn pauses_are_jittered_within_the_cap() {
+        let config = Config::new("redis://127.0.0.1/").with_retry_delay(Duration::from_millis(100));
+        let schedule = || {
+            let mut r = Retry::forever(&config);
+            (0..8).map(|_| r.pause().unwrap()).collect::<Vec<_>>()
+        };
+        let schedules: Vec<Vec<Duration>> = (0..64).map(|_| schedule()).collect();
+        for s in &schedules {
+            for (i, p) in s.iter().enumerate() {
+                let cap = config.backoff(u32::try_from(i).unwrap());
+                assert!(*p <= cap, "pause {i} {p:?} over its cap {cap:?}");
+                assert!(cap <= crate::config::MAX_RETRY_DELAY);
+            }
+        }
+        let mut distinct = schedules.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(
+            distinct.len() > 60,
+            "{} distinct schedules of 64: the clients retry in step",
+            distinct.len()
+        );
+        // The first pauses spread over [0, 100 ms]: some in each half.
+        let firsts: Vec<Duration> = schedules.iter().map(|s| s[0]).collect();
+        let low = firsts
+            .iter()
+            .filter(|p| **p < Duration::from_millis(50))
+            .count();
+        assert!(
+            low > 0 && low < firsts.len(),
+            "{low} of 64 in the lower half"
+        );
     }
 }

@@ -211,12 +211,15 @@ type Now<'a> = dyn Fn() -> std::sync::MutexGuard<'a, Totals> + 'a;
 async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now: &Now<'_>) {
     let sem = client.get_semaphore("m:sem");
     assert!(sem.try_set_permits(3).await.unwrap());
-    assert!(sem.try_acquire(2, Duration::from_secs(5)).await.unwrap());
-    assert!(!sem.try_acquire(2, Duration::ZERO).await.unwrap());
-    sem.release(2).await.unwrap();
+    assert!(sem
+        .try_acquire_many_for(2, Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(!sem.try_acquire_many(2).await.unwrap());
+    sem.release_many(2).await.unwrap();
     let pes = client.get_permit_expirable_semaphore("m:pes");
     assert!(pes.try_set_permits(1).await.unwrap());
-    let id = pes.acquire(None).await.unwrap();
+    let id = pes.acquire().await.unwrap();
     pes.release(&id).await.unwrap();
     assert!(!pes.try_release(&id).await.unwrap());
     pes.acquire_guarded()
@@ -240,11 +243,15 @@ async fn synchronizers(server: &TestServer, client: &Client, other: &Client, now
     waiting.await.unwrap().unwrap();
     let limiter = client.get_rate_limiter("m:rate");
     limiter
-        .try_set_rate(RateType::Overall, 5, Duration::from_secs(3600), None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            5,
+            Duration::from_secs(3600),
+        ))
         .await
         .unwrap();
-    assert!(limiter.try_acquire(3, Duration::ZERO).await.unwrap());
-    assert!(!limiter.try_acquire(3, Duration::ZERO).await.unwrap());
+    assert!(limiter.try_acquire_many(3).await.unwrap());
+    assert!(!limiter.try_acquire_many(3).await.unwrap());
 
     let t = now();
     let waits = |kind, outcome| {
@@ -301,7 +308,7 @@ async fn cancelled(server: &TestServer, client: &Client, other: &Client, now: &N
     let sem = client.get_semaphore("m:sem-cancel");
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.acquire(1).await })
+        tokio::spawn(async move { sem.acquire().await })
     };
     assert!(parked_on(server, "redisson_sc:{m:sem-cancel}").await);
     let gauge = || now().gauge(observe::WAITERS, &[("kind", "semaphore")]);
@@ -338,7 +345,7 @@ async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
     let sem = client.get_semaphore("m:sub");
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.acquire(1).await })
+        tokio::spawn(async move { sem.acquire().await })
     };
     assert!(parked_on(server, "redisson_sc:{m:sub}").await);
     let _: () = redis::cmd("CLIENT")
@@ -352,7 +359,7 @@ async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
         now().counter(observe::SUBSCRIBER_RECONNECTS, &[]) >= 1
     });
     assert!(reconnected.await, "no subscriber reconnect counted");
-    sem.release(1).await.unwrap();
+    sem.release().await.unwrap();
     waiter.await.unwrap().unwrap();
 
     // A stopped server: the acquire's script times out and is tried again until it answers.

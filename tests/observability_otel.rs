@@ -64,11 +64,11 @@ async fn operations_are_exported_as_client_spans_with_database_attributes() {
     let guard = client.get_lock("o:lock").lock().await.unwrap();
     guard.unlock().await.unwrap();
     let sem = client.get_semaphore("o:sem");
-    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
-    sem.release(1).await.unwrap();
+    assert!(!sem.try_acquire().await.unwrap());
+    sem.release().await.unwrap();
     assert!(client
         .get_count_down_latch("o:latch")
-        .wait_timeout(Duration::ZERO)
+        .wait_for(Duration::ZERO)
         .await
         .unwrap());
     let _: () = raw.set("o:string", "x").await.unwrap();

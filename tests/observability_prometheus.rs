@@ -32,9 +32,12 @@ async fn prometheus_renders_the_families_with_their_buckets() {
     guard.unlock().await.unwrap();
     let sem = client.get_semaphore("p:sem");
     assert!(sem.try_set_permits(2).await.unwrap());
-    assert!(sem.try_acquire(2, Duration::from_secs(5)).await.unwrap());
-    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
-    sem.release(2).await.unwrap();
+    assert!(sem
+        .try_acquire_many_for(2, Duration::from_secs(5))
+        .await
+        .unwrap());
+    assert!(!sem.try_acquire().await.unwrap());
+    sem.release_many(2).await.unwrap();
 
     let text = handle.render();
     let has = |line: &str| {

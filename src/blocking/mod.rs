@@ -50,7 +50,7 @@ mod multi;
 mod sync;
 
 pub use lock::{Lock, LockGuard, ReadWriteLock};
-pub use multi::{MultiLock, MultiLockGuard, RedLock};
+pub use multi::{MemberLock, MultiLock, MultiLockGuard, RedLock};
 pub use sync::{CountDownLatch, PermitExpirableSemaphore, RateLimiter, Semaphore};
 
 use std::future::Future;

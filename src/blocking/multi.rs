@@ -7,8 +7,54 @@ use std::time::Duration;
 
 use super::{forward, Held, Lock, Rt};
 use crate::error::{LockError, Result};
-use crate::raw::Reentrant;
+use crate::raw::LockKind;
 use crate::{All, Majority, QuorumPolicy};
+
+/// A member of a blocking [`MultiLock`]: a blocking [`Lock`] of any kind (see
+/// [`crate::MemberLock`]). Every blocking `Lock<K>` converts into one.
+///
+/// ```no_run
+/// # fn f(a: redisson_lock::blocking::Client, b: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// use redisson_lock::blocking::{MemberLock, MultiLock};
+/// let both: MultiLock = MultiLock::new([
+///     MemberLock::from(a.get_fair_lock("orders:42")),
+///     MemberLock::from(b.get_read_write_lock("stock").write_lock()),
+/// ])?;
+/// both.lock()?.unlock()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct MemberLock {
+    name: Arc<str>,
+    /// The async member, bound to its owner (or the calling thread's) when called.
+    bound: Arc<dyn Fn() -> crate::MemberLock + Send + Sync>,
+    rt: Arc<Rt>,
+}
+
+impl std::fmt::Debug for MemberLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberLock")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: LockKind> From<Lock<K>> for MemberLock {
+    fn from(lock: Lock<K>) -> Self {
+        MemberLock {
+            name: Arc::from(lock.name()),
+            rt: lock.runtime().clone(),
+            bound: Arc::new(move || crate::MemberLock::from(lock.bound())),
+        }
+    }
+}
+
+impl MemberLock {
+    /// The member's lock name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
 
 /// A blocking [`crate::RedLock`]: a [`MultiLock`] that needs a majority of its members.
 ///
@@ -49,7 +95,7 @@ pub type RedLock = MultiLock<Majority>;
 /// # Ok(()) }
 /// ```
 pub struct MultiLock<P: QuorumPolicy = All> {
-    members: Vec<Lock<Reentrant>>,
+    members: Vec<MemberLock>,
     node_timeout: Option<Duration>,
     rt: Arc<Rt>,
     _policy: PhantomData<fn() -> P>,
@@ -77,17 +123,17 @@ impl<P: QuorumPolicy> std::fmt::Debug for MultiLock<P> {
 }
 
 impl<P: QuorumPolicy> MultiLock<P> {
-    /// A multi-lock over `locks`, in this order (waiting follows it); see
-    /// [`crate::MultiLock::new`].
+    /// A multi-lock over `locks`, in this order (waiting follows it): locks of one kind, or
+    /// [`MemberLock`]s of several; see [`crate::MultiLock::new`].
     ///
     /// # Errors
     ///
     /// [`LockError::InvalidArgument`] when `locks` is empty.
-    pub fn new(locks: impl IntoIterator<Item = Lock<Reentrant>>) -> Result<Self> {
-        let members: Vec<Lock<Reentrant>> = locks.into_iter().collect();
+    pub fn new<L: Into<MemberLock>>(locks: impl IntoIterator<Item = L>) -> Result<Self> {
+        let members: Vec<MemberLock> = locks.into_iter().map(Into::into).collect();
         let rt = members
             .first()
-            .map(|m| m.runtime().clone())
+            .map(|m| m.rt.clone())
             .ok_or(LockError::InvalidArgument(
                 "a multi-lock needs at least one lock",
             ))?;
@@ -106,7 +152,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
     }
 
     /// The member locks, in order.
-    pub fn locks(&self) -> &[Lock<Reentrant>] {
+    pub fn locks(&self) -> &[MemberLock] {
         &self.members
     }
 
@@ -120,7 +166,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
         &self,
         f: impl FnOnce(crate::MultiLock<P>) -> F,
     ) -> Result<T> {
-        let mut multi = crate::MultiLock::<P>::new(self.members.iter().map(Lock::bound))?;
+        let mut multi = crate::MultiLock::<P>::new(self.members.iter().map(|m| (m.bound)()))?;
         if let Some(t) = self.node_timeout {
             multi = multi.with_node_timeout(t);
         }

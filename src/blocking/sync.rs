@@ -65,9 +65,9 @@ synchronizer!(
     /// use std::time::Duration;
     /// let workers = client.get_semaphore("workers");
     /// workers.try_set_permits_with_ttl(4, Duration::from_secs(3600))?;
-    /// workers.acquire(1)?;
+    /// workers.acquire()?;
     /// // ... work ...
-    /// workers.release(1)?;
+    /// workers.release()?;
     /// # Ok(()) }
     /// ```
     Semaphore,
@@ -80,12 +80,22 @@ impl Semaphore {
         fn try_set_permits(&self, permits: i32) -> bool;
         /// Sets the number of permits and a time to live if the semaphore does not exist.
         fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> bool;
+        /// Takes one permit, blocking for as long as it takes.
+        fn acquire(&self) -> ();
         /// Takes `permits` permits, blocking for as long as it takes.
-        fn acquire(&self, permits: u32) -> ();
+        fn acquire_many(&self, permits: u32) -> ();
+        /// Takes one permit if one is available now.
+        fn try_acquire(&self) -> bool;
+        /// Takes one permit if one becomes available within `wait`.
+        fn try_acquire_for(&self, wait: Duration) -> bool;
+        /// Takes `permits` permits if they are available now.
+        fn try_acquire_many(&self, permits: u32) -> bool;
         /// Takes `permits` permits if they become available within `wait`.
-        fn try_acquire(&self, permits: u32, wait: Duration) -> bool;
+        fn try_acquire_many_for(&self, permits: u32, wait: Duration) -> bool;
+        /// Gives one permit back, waking waiters.
+        fn release(&self) -> ();
         /// Gives `permits` permits back, waking waiters.
-        fn release(&self, permits: u32) -> ();
+        fn release_many(&self, permits: u32) -> ();
         /// Gives `permits` permits back only if the semaphore still exists.
         fn release_if_exists(&self, permits: u32) -> bool;
         /// The permits available now.
@@ -107,7 +117,7 @@ synchronizer!(
     /// batch.try_set_count(1)?;
     /// let done = batch.clone();
     /// std::thread::spawn(move || done.count_down());
-    /// assert!(batch.wait_timeout(Duration::from_secs(10))?);
+    /// assert!(batch.wait_for(Duration::from_secs(10))?);
     /// # Ok(()) }
     /// ```
     CountDownLatch,
@@ -125,7 +135,17 @@ impl CountDownLatch {
         /// Blocks until the count reaches zero.
         fn wait(&self) -> ();
         /// Blocks at most `wait` for the count to reach zero: `true` when it did.
-        fn wait_timeout(&self, wait: Duration) -> bool;
+        fn wait_for(&self, wait: Duration) -> bool;
+    }
+
+    /// The old name of [`wait_for`](CountDownLatch::wait_for).
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for`](CountDownLatch::wait_for).
+    #[deprecated(since = "0.2.0", note = "renamed to `wait_for`")]
+    pub fn wait_timeout(&self, wait: Duration) -> Result<bool> {
+        self.wait_for(wait)
     }
 }
 
@@ -138,7 +158,7 @@ synchronizer!(
     /// use std::time::Duration;
     /// let gpus = client.get_permit_expirable_semaphore("gpu");
     /// gpus.try_set_permits(4)?;
-    /// let ids = gpus.acquire_many(2, Some(Duration::from_secs(60)))?;
+    /// let ids = gpus.with_lease(Duration::from_secs(60)).acquire_many(2)?;
     /// assert_eq!(gpus.acquired_permits()?, 2);
     /// gpus.release_many(&ids)?;
     /// # Ok(()) }
@@ -148,21 +168,35 @@ synchronizer!(
 );
 
 impl PermitExpirableSemaphore {
+    /// The same semaphore, whose acquires take permits that live `lease` (see
+    /// [`crate::PermitExpirableSemaphore::with_lease`]).
+    pub fn with_lease(&self, lease: Duration) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.inner.with_lease(lease), self.rt.clone())
+    }
+
+    /// The lease of the permits this handle takes (`None`: never expire).
+    pub fn lease(&self) -> Option<Duration> {
+        self.inner.lease()
+    }
+
     forward! { "crate::PermitExpirableSemaphore":
         /// Sets the number of permits if the semaphore does not exist.
         fn try_set_permits(&self, permits: i32) -> bool;
         /// Sets the number of permits, whatever it was (Redisson's `setPermits`).
         fn set_permits(&self, permits: i32) -> ();
-        /// Takes one permit with `lease` (`None`: never expires), blocking for as long as it
-        /// takes.
-        fn acquire(&self, lease: Option<Duration>) -> PermitId;
+        /// Takes one permit with this handle's lease, blocking for as long as it takes.
+        fn acquire(&self) -> PermitId;
+        /// Takes one permit if one is available now.
+        fn try_acquire(&self) -> Option<PermitId>;
         /// Takes one permit if one becomes available within `wait`.
-        fn try_acquire(&self, wait: Duration, lease: Option<Duration>) -> Option<PermitId>;
+        fn try_acquire_for(&self, wait: Duration) -> Option<PermitId>;
         /// Takes `permits` permits at once, all or none, blocking for as long as it takes.
-        fn acquire_many(&self, permits: u32, lease: Option<Duration>) -> Vec<PermitId>;
+        fn acquire_many(&self, permits: u32) -> Vec<PermitId>;
+        /// Takes `permits` permits at once if they are available now (empty: none taken).
+        fn try_acquire_many(&self, permits: u32) -> Vec<PermitId>;
         /// Takes `permits` permits at once if they become available within `wait` (empty: none
         /// taken).
-        fn try_acquire_many(&self, permits: u32, wait: Duration, lease: Option<Duration>) -> Vec<PermitId>;
+        fn try_acquire_many_for(&self, permits: u32, wait: Duration) -> Vec<PermitId>;
         /// Releases the permit `id`.
         fn release(&self, id: &PermitId) -> ();
         /// Releases the permit `id` if it is still held: `true` when it was.
@@ -192,10 +226,10 @@ impl PermitExpirableSemaphore {
 /// ```no_run
 /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
 /// use std::time::Duration;
-/// use redisson_lock::RateType;
+/// use redisson_lock::{RateLimiterConfig, RateType};
 /// let emails = client.get_rate_limiter("emails");
-/// emails.try_set_rate(RateType::Overall, 10, Duration::from_secs(60), None)?;
-/// if emails.try_acquire(1, Duration::from_secs(1))? {
+/// emails.try_set_rate(RateLimiterConfig::new(RateType::Overall, 10, Duration::from_secs(60)))?;
+/// if emails.try_acquire_for(Duration::from_secs(1))? {
 ///     // ... send one ...
 /// }
 /// # Ok(()) }
@@ -230,30 +264,36 @@ impl RateLimiter {
 
     forward! { "crate::RateLimiter":
         /// Sets the rate if none is set (Redisson's `trySetRate`): `true` when it was set.
-        fn try_set_rate(
-            &self,
-            rate_type: crate::RateType,
-            rate: u64,
-            interval: Duration,
-            keep_alive: Option<Duration>
-        ) -> bool;
+        fn try_set_rate(&self, config: crate::RateLimiterConfig) -> bool;
         /// Sets the rate, starting a new window (Redisson's `setRate`).
-        fn set_rate(
-            &self,
-            rate_type: crate::RateType,
-            rate: u64,
-            interval: Duration,
-            keep_alive: Option<Duration>
-        ) -> ();
+        fn set_rate(&self, config: crate::RateLimiterConfig) -> ();
         /// The rate set, if any (Redisson's `getConfig`).
         fn config(&self) -> Option<crate::RateLimiterConfig>;
         /// The permits left in the current window (Redisson's `availablePermits`).
         fn available_permits(&self) -> i64;
+        /// Takes one permit, waiting as long as it takes (Redisson's `acquire`).
+        fn acquire(&self) -> ();
+        /// Takes `permits`, waiting as long as it takes.
+        fn acquire_many(&self, permits: u32) -> ();
+        /// Takes one permit if the window has it now: `true` when taken.
+        fn try_acquire(&self) -> bool;
+        /// Takes one permit, waiting at most `wait`: `true` when taken.
+        fn try_acquire_for(&self, wait: Duration) -> bool;
+        /// Takes `permits` if the window has them now.
+        fn try_acquire_many(&self, permits: u32) -> bool;
         /// Takes `permits`, waiting at most `wait`: `true` when taken (Redisson's `tryAcquire`).
-        fn try_acquire(&self, permits: u64, wait: Duration) -> bool;
-        /// Takes `permits`, waiting as long as it takes (Redisson's `acquire`).
-        fn acquire(&self, permits: u64) -> ();
-        /// Gives `permits` back to the current window (Redisson's `release`).
-        fn release(&self, permits: u64) -> ();
+        fn try_acquire_many_for(&self, permits: u32, wait: Duration) -> bool;
+        /// Gives one permit back to the current window (Redisson's `release`).
+        fn release(&self) -> ();
+        /// Gives `permits` back to the current window.
+        fn release_many(&self, permits: u32) -> ();
+        /// Deletes it (Redisson's `delete`): `true` when a key of it existed.
+        fn delete(&self) -> bool;
+        /// Deletes it `ttl` from now (Redisson's `expire`): `true` when it exists.
+        fn expire(&self, ttl: Duration) -> bool;
+        /// Removes its time to live (Redisson's `clearExpire`).
+        fn clear_expire(&self) -> bool;
+        /// Its configuration key's time to live (Redisson's `remainTimeToLive`).
+        fn remain_time_to_live(&self) -> KeyTtl;
     }
 }

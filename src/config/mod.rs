@@ -34,7 +34,8 @@ pub const DEFAULT_SUBSCRIPTION_TIMEOUT: Duration = Duration::from_millis(7500);
 /// How many times an idempotent command (unlock, renew) is tried, and how many consecutive
 /// connection failures a waiting `lock()` rides out (Redisson's `retryAttempts`).
 pub const DEFAULT_RETRY_ATTEMPTS: u32 = 4;
-/// First delay between tries; it doubles up to [`MAX_RETRY_DELAY`].
+/// The cap of the first pause between tries; the cap doubles up to [`MAX_RETRY_DELAY`], and each
+/// pause is drawn at random below its cap (full jitter), so clients do not retry in step.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// Upper bound of the delay between tries.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(2);
@@ -290,7 +291,8 @@ impl Config {
         self
     }
 
-    /// First delay between tries (doubles up to [`MAX_RETRY_DELAY`]).
+    /// The cap of the first pause between tries (the cap doubles up to [`MAX_RETRY_DELAY`]; each
+    /// pause is random below its cap, so clients that failed together do not retry together).
     pub fn with_retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self

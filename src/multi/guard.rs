@@ -4,9 +4,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::{join_all, select_all};
 
+use super::member::MemberGuard;
 use crate::error::{LockError, Result};
 use crate::error::{QuorumError, QuorumOperation};
-use crate::RLockGuard;
 
 /// A held [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): the member locks that
 /// were taken (all of them for a MultiLock, at least the quorum for a RedLock).
@@ -43,7 +43,7 @@ use crate::RLockGuard;
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {
     /// (node position, member guard) for every member taken.
-    pub(crate) guards: Vec<(usize, RLockGuard)>,
+    pub(crate) guards: Vec<(usize, MemberGuard)>,
     pub(crate) nodes: usize,
     pub(crate) required: usize,
     pub(crate) lease: Option<Duration>,

@@ -1,7 +1,9 @@
-//! MultiLock and RedLock: one quorum algorithm over member [`RLock`]s that may live on
-//! independent Redis masters. The policy ([`QuorumPolicy`]) is the only difference.
+//! MultiLock and RedLock: one quorum algorithm over member locks of any kind ([`MemberLock`])
+//! that may live on independent Redis masters. The policy ([`QuorumPolicy`]) is the only
+//! difference.
 
 mod guard;
+mod member;
 mod policy;
 mod query;
 mod round;
@@ -10,6 +12,7 @@ use round::Outcome;
 
 pub use crate::error::{QuorumError, QuorumOperation};
 pub use guard::MultiLockGuard;
+pub use member::MemberLock;
 #[cfg(feature = "blocking")]
 pub(crate) use policy::required;
 pub use policy::{All, Majority, QuorumPolicy};
@@ -20,7 +23,6 @@ use std::time::{Duration, Instant};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::time::MAX_DURATION;
-use crate::RLock;
 
 /// Budget of one round of [`MultiLock::lock`] per member (Redisson's `baseWaitTime`).
 const BASE_WAIT_PER_LOCK: Duration = Duration::from_millis(1500);
@@ -55,12 +57,15 @@ const MAX_ROUND_PAUSE: Duration = Duration::from_millis(50);
 /// ```
 pub type RedLock = MultiLock<Majority>;
 
-/// Several [`RLock`]s taken and released as one (Redisson's `RedissonMultiLock`); with the
-/// [`Majority`] policy, a [`RedLock`].
+/// Several locks taken and released as one (Redisson's `RedissonMultiLock`, from
+/// `getMultiLock`); with the [`Majority`] policy, a [`RedLock`].
 ///
 /// The members may belong to different [`Client`](crate::Client)s, that is to independent Redis
-/// masters. Each member is a plain `RLock`: same key, hash field, lease, watchdog and unlock
-/// channel as a Java `RLock` of that name on that node, and no extra key anywhere.
+/// masters, and may be of any kind, as in Redisson: [`RLock`](crate::RLock)s, fair, fenced,
+/// spin or non-reentrant locks, and the read or write side of a
+/// [`ReadWriteLock`](crate::ReadWriteLock), mixed as you like ([`MemberLock`]). Each member is
+/// a plain lock of its kind: same keys, lease, watchdog and unlock channel as a Java lock of
+/// that kind and name on that node, and no extra key anywhere.
 ///
 /// # The algorithm
 ///
@@ -138,7 +143,7 @@ pub type RedLock = MultiLock<Majority>;
 /// # Ok(()) }
 /// ```
 pub struct MultiLock<P: QuorumPolicy = All> {
-    locks: Vec<RLock>,
+    locks: Vec<MemberLock>,
     node_timeout: Option<Duration>,
     _policy: PhantomData<fn() -> P>,
 }
@@ -164,7 +169,8 @@ impl<P: QuorumPolicy> std::fmt::Debug for MultiLock<P> {
 }
 
 impl<P: QuorumPolicy> MultiLock<P> {
-    /// A multi-lock over `locks`, in this order (waiting follows it).
+    /// A multi-lock over `locks`, in this order (waiting follows it): locks of one kind, or
+    /// [`MemberLock`]s of several.
     ///
     /// Annotate the type for a MultiLock (`let m: MultiLock = MultiLock::new(..)?`), or use
     /// [`RedLock::new`](RedLock).
@@ -180,11 +186,11 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// use redisson_lock::{MultiLock, RedLock};
     /// let multi: MultiLock = MultiLock::new([a.get_lock("x"), b.get_lock("y")])?;
     /// let red = RedLock::new([a.get_lock("x"), b.get_lock("x")])?;
-    /// assert!(RedLock::new([]).is_err());
+    /// assert!(RedLock::new(Vec::<redisson_lock::RLock>::new()).is_err());
     /// # Ok(()) }
     /// ```
-    pub fn new(locks: impl IntoIterator<Item = RLock>) -> Result<Self> {
-        let locks: Vec<RLock> = locks.into_iter().collect();
+    pub fn new<L: Into<MemberLock>>(locks: impl IntoIterator<Item = L>) -> Result<Self> {
+        let locks: Vec<MemberLock> = locks.into_iter().map(Into::into).collect();
         if locks.is_empty() {
             return Err(LockError::InvalidArgument(
                 "a multi-lock needs at least one lock",
@@ -216,7 +222,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
     }
 
     /// The member locks, in order.
-    pub fn locks(&self) -> &[RLock] {
+    pub fn locks(&self) -> &[MemberLock] {
         &self.locks
     }
 
@@ -403,7 +409,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
         let n = self.locks.len();
         let required = self.required();
         // Bind every member to its owner now: all of them act for the caller.
-        let locks: Vec<RLock> = self.locks.iter().map(|l| l.with_owner(l.owner())).collect();
+        let locks: Vec<MemberLock> = self.locks.iter().map(MemberLock::bound).collect();
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let base_wait = BASE_WAIT_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
         loop {
@@ -439,7 +445,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
     }
 
     /// The default node timeout of a member: 5 % of its lease, at most its response timeout.
-    fn node_timeout_for(&self, lock: &RLock, lease: Option<Duration>) -> Duration {
+    fn node_timeout_for(&self, lock: &MemberLock, lease: Option<Duration>) -> Duration {
         self.node_timeout.unwrap_or_else(|| {
             let config = lock.client().config();
             let lease = lease.unwrap_or(config.watchdog_timeout());

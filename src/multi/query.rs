@@ -41,7 +41,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
         self.check(None)?;
         let checks = self.locks.iter().map(|lock| {
             // The owner is the caller's: bind it before the checks run.
-            let member = lock.with_owner(lock.owner());
+            let member = lock.bound();
             let timeout = self.node_timeout_for(lock, None);
             async move {
                 match tokio::time::timeout(timeout, member.is_held_by_current()).await {

@@ -5,17 +5,17 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
+use super::member::{MemberGuard, MemberLock};
 use super::{MultiLock, MultiLockGuard, QuorumPolicy};
 use crate::error::{LockError, Result};
 use crate::time::{drift, later, MAX_DURATION};
-use crate::{RLock, RLockGuard};
 
 /// Values with the index of their member.
 type Indexed<T> = Vec<(usize, T)>;
 
 /// What one member attempt came to.
 enum Node {
-    Held(RLockGuard),
+    Held(MemberGuard),
     /// Another owner held it for the whole wait.
     Busy,
     Failed(LockError),
@@ -36,7 +36,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// One round: every member at once, then ordered waits, then the lease and validity check.
     pub(super) async fn round(
         &self,
-        locks: &[RLock],
+        locks: &[MemberLock],
         budget: Duration,
         lease: Option<Duration>,
     ) -> Outcome {
@@ -112,7 +112,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// Redlock validity rule from that moment.
     async fn confirm(
         &self,
-        guards: Vec<(usize, RLockGuard)>,
+        guards: Vec<(usize, MemberGuard)>,
         mut errors: Vec<(usize, LockError)>,
         timeouts: &[Duration],
         lease: Option<Duration>,
@@ -122,8 +122,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
         let sent = Instant::now();
         let mut guards = guards;
         let checks = join_all(guards.iter_mut().map(|(i, g)| {
-            let member_lease =
-                lease.unwrap_or_else(|| g.lock().client().config().watchdog_timeout());
+            let member_lease = lease.unwrap_or_else(|| g.watchdog_timeout());
             let timeout = timeouts.get(*i).copied().unwrap_or(Duration::from_secs(1));
             async move { (member_lease, reapply(g, member_lease, timeout).await) }
         }))
@@ -140,7 +139,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
                 }
                 // Expired or deleted while the others were taken: a miss, not a node error.
                 Ok(false) => {
-                    tracing::debug!(node = i, lock = %g.lock().name(), "member lost before the quorum was confirmed")
+                    tracing::debug!(node = i, lock = %g.name(), "member lost before the quorum was confirmed")
                 }
                 Err(e) => errors.push((i, e)),
             }
@@ -175,7 +174,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
 }
 
 /// The members held and the members failed, each with its index.
-fn split(nodes: Vec<Node>) -> (Vec<(usize, RLockGuard)>, Indexed<LockError>) {
+fn split(nodes: Vec<Node>) -> (Vec<(usize, MemberGuard)>, Indexed<LockError>) {
     let mut guards = Vec::new();
     let mut errors = Vec::new();
     for (i, node) in nodes.into_iter().enumerate() {
@@ -207,13 +206,13 @@ fn failures(nodes: &[Node]) -> usize {
 }
 
 /// One member attempt, bounded by its wait plus the node timeout.
-async fn take(lock: &RLock, wait: Duration, lease: Option<Duration>, timeout: Duration) -> Node {
-    let attempt = async {
-        match lease {
-            Some(l) => lock.try_lock_with_lease(wait, l).await,
-            None => lock.try_lock_for(wait).await,
-        }
-    };
+async fn take(
+    lock: &MemberLock,
+    wait: Duration,
+    lease: Option<Duration>,
+    timeout: Duration,
+) -> Node {
+    let attempt = lock.take(wait, lease);
     let bound = wait.saturating_add(timeout);
     // A dropped attempt is cancel safe: a script that may have run is trimmed back.
     match tokio::time::timeout(bound, attempt).await {
@@ -229,7 +228,7 @@ async fn take(lock: &RLock, wait: Duration, lease: Option<Duration>, timeout: Du
 
 /// Re-applies a member's lease from now (owner-checked `PEXPIRE` covering the owner's holds):
 /// `Ok(false)` when the member is no longer ours.
-async fn reapply(guard: &mut RLockGuard, lease: Duration, timeout: Duration) -> Result<bool> {
+async fn reapply(guard: &mut MemberGuard, lease: Duration, timeout: Duration) -> Result<bool> {
     tokio::time::timeout(timeout, guard.reapply_lease(lease))
         .await
         .map_err(|_| LockError::Timeout {
@@ -240,7 +239,7 @@ async fn reapply(guard: &mut RLockGuard, lease: Duration, timeout: Duration) -> 
 
 /// Gives members back concurrently and waits until they are released. Each release runs in its
 /// own task, so it completes even if the acquire that started it is dropped meanwhile.
-async fn release_all(guards: Vec<RLockGuard>) {
+async fn release_all(guards: Vec<MemberGuard>) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         // No runtime: each guard's drop handles it (the member expires with its lease).
         drop(guards);
@@ -250,7 +249,7 @@ async fn release_all(guards: Vec<RLockGuard>) {
         .into_iter()
         .map(|g| {
             rt.spawn(async move {
-                let name = g.lock().name().to_owned();
+                let name = g.name().to_owned();
                 if let Err(e) = g.unlock().await {
                     tracing::debug!(lock = %name, error = %e, "giving back a member lock failed");
                 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 
 use super::{KindSpec, Op, RawLock, Reentrant};
 use crate::error::{LockError, Result};

@@ -131,13 +131,46 @@ impl CountDownLatch {
         self.wait_until(None).await.map(|_| ())
     }
 
-    /// Waits at most `wait` for the count to reach zero. `Ok(false)`: still counting.
+    /// Waits at most `wait` for the count to reach zero (Redisson's `await(timeout)`).
+    /// `Ok(false)`: still counting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads and waits.
     ///
     /// # Errors
     ///
     /// As [`wait`](CountDownLatch::wait).
-    pub async fn wait_timeout(&self, wait: Duration) -> Result<bool> {
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(batch: redisson_lock::CountDownLatch) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// if !batch.wait_for(Duration::from_secs(10)).await? {
+    ///     println!("still {} to go", batch.get_count().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait_for(&self, wait: Duration) -> Result<bool> {
         self.wait_until(Some(wait)).await
+    }
+
+    /// The old name of [`wait_for`](CountDownLatch::wait_for).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`wait_for`](CountDownLatch::wait_for).
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for`](CountDownLatch::wait_for).
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed to `wait_for`, as the other `_for` waits"
+    )]
+    pub async fn wait_timeout(&self, wait: Duration) -> Result<bool> {
+        self.wait_for(wait).await
     }
 
     async fn wait_until(&self, wait: Option<Duration>) -> Result<bool> {

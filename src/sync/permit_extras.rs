@@ -107,7 +107,7 @@ impl PermitExpirableSemaphore {
     /// ```no_run
     /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
     /// use std::time::Duration;
-    /// let id = slots.acquire(Some(Duration::from_secs(60))).await?;
+    /// let id = slots.with_lease(Duration::from_secs(60)).acquire().await?;
     /// assert!(slots.get_lease_time(&id).await?.unwrap() <= Duration::from_secs(60));
     /// # Ok(()) }
     /// ```
@@ -143,8 +143,8 @@ impl PermitExpirableSemaphore {
     ///
     /// ```no_run
     /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
-    /// let a = slots.acquire(None).await?;
-    /// let b = slots.acquire(None).await?;
+    /// let a = slots.acquire().await?;
+    /// let b = slots.acquire().await?;
     /// slots.release_many(&[a, b]).await?;
     /// # Ok(()) }
     /// ```
@@ -216,7 +216,7 @@ fn distinct(ids: &[PermitId]) -> usize {
 impl PermitExpirableSemaphore {
     /// Takes `permits` permits at once, all or none, waiting for as long as it takes
     /// (Redisson's `acquire(permits)` / `acquire(permits, leaseTime, unit)`): their ids, each
-    /// with `lease` (`None`: never expires).
+    /// with this handle's [`lease`](Self::lease).
     ///
     /// # Cancel safety
     ///
@@ -235,17 +235,16 @@ impl PermitExpirableSemaphore {
     /// ```no_run
     /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
     /// use std::time::Duration;
-    /// let ids = slots.acquire_many(3, Some(Duration::from_secs(60))).await?;
+    /// let ids = slots.with_lease(Duration::from_secs(60)).acquire_many(3).await?;
     /// assert_eq!(ids.len(), 3);
     /// slots.release_many(&ids).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_many(
-        &self,
-        permits: u32,
-        lease: Option<Duration>,
-    ) -> Result<Vec<PermitId>> {
-        match self.acquire_many_within(None, lease, permits).await? {
+    pub async fn acquire_many(&self, permits: u32) -> Result<Vec<PermitId>> {
+        match self
+            .acquire_many_within(None, self.lease(), permits)
+            .await?
+        {
             Some(ids) => Ok(ids),
             None => Err(LockError::Timeout {
                 what: "acquiring permits",
@@ -254,9 +253,24 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// Takes `permits` permits at once if they are available now, all or none (Redisson's
+    /// `tryAcquire(permits)`): their ids, or an empty list (nothing taken).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn try_acquire_many(&self, permits: u32) -> Result<Vec<PermitId>> {
+        self.try_acquire_many_for(permits, Duration::ZERO).await
+    }
+
     /// Takes `permits` permits at once if they become available within `wait`
     /// (`Duration::ZERO`: one try), all or none (Redisson's `tryAcquire(permits, waitTime,
-    /// leaseTime, unit)`): their ids, or an empty list when not within `wait` (nothing taken).
+    /// leaseTime, unit)` with this handle's lease): their ids, or an empty list when not
+    /// within `wait` (nothing taken).
     ///
     /// # Cancel safety
     ///
@@ -271,20 +285,19 @@ impl PermitExpirableSemaphore {
     /// ```no_run
     /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
     /// use std::time::Duration;
-    /// let ids = slots.try_acquire_many(2, Duration::from_secs(1), None).await?;
+    /// let ids = slots.try_acquire_many_for(2, Duration::from_secs(1)).await?;
     /// if !ids.is_empty() {
     ///     slots.release_many(&ids).await?;
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire_many(
+    pub async fn try_acquire_many_for(
         &self,
         permits: u32,
         wait: Duration,
-        lease: Option<Duration>,
     ) -> Result<Vec<PermitId>> {
         Ok(self
-            .acquire_many_within(Some(wait), lease, permits)
+            .acquire_many_within(Some(wait), self.lease(), permits)
             .await?
             .unwrap_or_default())
     }

@@ -70,14 +70,28 @@ impl PermitExpirableSemaphore {
     /// use std::time::Duration;
     /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
     /// let slots = client.get_permit_expirable_semaphore("render-slots");
-    /// if let Some(permit) = slots.try_acquire_guarded(Duration::from_secs(5)).await? {
+    /// if let Some(permit) = slots.try_acquire_guarded_for(Duration::from_secs(5)).await? {
     ///     println!("got permit {}", permit.id());
     ///     drop(permit); // released in the background
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire_guarded(&self, wait: Duration) -> Result<Option<PermitGuard>> {
+    pub async fn try_acquire_guarded_for(&self, wait: Duration) -> Result<Option<PermitGuard>> {
         self.try_acquire_guarded_within(Some(wait)).await
+    }
+
+    /// The old name of [`try_acquire_guarded_for`](Self::try_acquire_guarded_for).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_acquire_guarded_for`](Self::try_acquire_guarded_for).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_guarded_for`](Self::try_acquire_guarded_for).
+    #[deprecated(since = "0.2.0", note = "renamed to `try_acquire_guarded_for`")]
+    pub async fn try_acquire_guarded(&self, wait: Duration) -> Result<Option<PermitGuard>> {
+        self.try_acquire_guarded_for(wait).await
     }
 
     async fn try_acquire_guarded_within(

@@ -100,7 +100,7 @@ impl std::fmt::Display for PermitId {
 /// # Cancel safety
 ///
 /// [`acquire`](PermitExpirableSemaphore::acquire) and
-/// [`try_acquire`](PermitExpirableSemaphore::try_acquire) are cancel safe: the permit id is made
+/// [`try_acquire_for`](PermitExpirableSemaphore::try_acquire_for) are cancel safe: the permit id is made
 /// before the script is sent and the script takes nothing more for an id already held, so a
 /// permit taken for a caller that is gone, or whose reply was lost, is released by its id in the
 /// background. Releasing an id that was never taken changes nothing.
@@ -115,7 +115,7 @@ impl std::fmt::Display for PermitId {
 /// let slots = client.get_permit_expirable_semaphore("render-slots");
 /// slots.try_set_permits(2).await?;
 /// // A permit that returns to the pool by itself if this process dies.
-/// let id = slots.acquire(Some(Duration::from_secs(30))).await?;
+/// let id = slots.with_lease(Duration::from_secs(30)).acquire().await?;
 /// // ... work; extend the lease while it lasts ...
 /// slots.update_lease_time(&id, Some(Duration::from_secs(30))).await?;
 /// slots.release(&id).await?;
@@ -124,6 +124,8 @@ impl std::fmt::Display for PermitId {
 #[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
     pub(super) inner: Arc<Inner>,
+    /// The lease of the permits this handle takes (`None`: never expire).
+    lease: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -254,6 +256,7 @@ impl PermitExpirableSemaphore {
         let named = Named::new(client, name, channel, &[&timeouts]);
         PermitExpirableSemaphore {
             inner: Arc::new(Inner { named, timeouts }),
+            lease: None,
         }
     }
 
@@ -290,15 +293,48 @@ impl PermitExpirableSemaphore {
         Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
     }
 
-    /// Takes one permit, waiting for as long as it takes. `lease`: how long the permit lives
-    /// unless released or extended; `None` never expires.
+    /// The same semaphore, whose acquires take permits that live `lease` unless released or
+    /// extended (Redisson's `leaseTime`); permits of the handle this came from, and of
+    /// [`get_permit_expirable_semaphore`](crate::Client::get_permit_expirable_semaphore), never
+    /// expire. The lease is checked when a permit is acquired.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let leased = slots.with_lease(Duration::from_secs(60));
+    /// if let Some(id) = leased.try_acquire_for(Duration::from_secs(1)).await? {
+    ///     slots.release(&id).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(&self, lease: Duration) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            inner: self.inner.clone(),
+            lease: Some(lease),
+        }
+    }
+
+    /// The lease of the permits this handle takes ([`with_lease`](Self::with_lease)); `None`:
+    /// they never expire.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
+    }
+
+    /// Takes one permit, waiting for as long as it takes (Redisson's `acquire()`), with this
+    /// handle's [`lease`](Self::lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: see the type's docs.
     ///
     /// # Errors
     ///
     /// [`LockError::InvalidArgument`] for a zero lease or one over 100 years, or a refused name;
     /// [`LockError::WrongType`]; connection errors once the retries are spent.
-    pub async fn acquire(&self, lease: Option<Duration>) -> Result<PermitId> {
-        match self.acquire_within(None, lease).await? {
+    pub async fn acquire(&self) -> Result<PermitId> {
+        match self.acquire_within(None, self.lease).await? {
             Some(id) => Ok(id),
             None => Err(LockError::Timeout {
                 what: "acquiring a permit",
@@ -307,18 +343,33 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// Takes one permit if one becomes available within `wait` (`Duration::ZERO`: one try).
-    /// `Ok(None)`: not within `wait`, nothing taken.
+    /// Takes one permit if one is available now (Redisson's `tryAcquire()`): one try.
+    /// `Ok(None)`: none, nothing taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
     ///
     /// # Errors
     ///
     /// As [`acquire`](PermitExpirableSemaphore::acquire).
-    pub async fn try_acquire(
-        &self,
-        wait: Duration,
-        lease: Option<Duration>,
-    ) -> Result<Option<PermitId>> {
-        self.acquire_within(Some(wait), lease).await
+    pub async fn try_acquire(&self) -> Result<Option<PermitId>> {
+        self.try_acquire_for(Duration::ZERO).await
+    }
+
+    /// Takes one permit if one becomes available within `wait` (`Duration::ZERO`: one try;
+    /// Redisson's `tryAcquire(waitTime, leaseTime, unit)` with this handle's lease).
+    /// `Ok(None)`: not within `wait`, nothing taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](PermitExpirableSemaphore::acquire).
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<Option<PermitId>> {
+        self.acquire_within(Some(wait), self.lease).await
     }
 
     async fn acquire_within(

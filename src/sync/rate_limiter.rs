@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::RngCore;
+use rand::Rng;
 
 use super::{deadline, epoch_ms, remaining, run_once, run_repeatable, Named};
 use crate::config::millis;
@@ -32,6 +32,26 @@ pub enum RateType {
     PerClient,
 }
 
+impl RateLimiterConfig {
+    /// `rate` permits in any window of `interval`, counted as `rate_type` says; no keep-alive.
+    /// Checked when it is written (a zero rate, an interval under 1 ms are refused there).
+    pub fn new(rate_type: RateType, rate: u32, interval: Duration) -> Self {
+        RateLimiterConfig {
+            rate_type,
+            rate,
+            interval,
+            keep_alive: None,
+        }
+    }
+
+    /// Every key of the limiter expires `keep_alive` after its last use (Redisson's
+    /// `keepAliveTime`); zero means none. It must be at least the interval.
+    pub fn with_keep_alive(mut self, keep_alive: Duration) -> Self {
+        self.keep_alive = Some(keep_alive).filter(|k| !k.is_zero());
+        self
+    }
+}
+
 impl RateType {
     fn ordinal(self) -> u8 {
         match self {
@@ -41,14 +61,26 @@ impl RateType {
     }
 }
 
-/// A rate limiter's configuration as stored in its hash ([`RateLimiter::config`]).
+/// A rate limiter's configuration: what [`RateLimiter::try_set_rate`] and
+/// [`RateLimiter::set_rate`] write and [`RateLimiter::config`] reads back from its hash.
+///
+/// The two durations are named, not positional: [`new`](Self::new) takes the window, and
+/// [`with_keep_alive`](Self::with_keep_alive) the keys' lifetime.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::{RateLimiterConfig, RateType};
+/// let c = RateLimiterConfig::new(RateType::Overall, 100, Duration::from_secs(1))
+///     .with_keep_alive(Duration::from_secs(3600));
+/// assert_eq!((c.rate, c.keep_alive), (100, Some(Duration::from_secs(3600))));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RateLimiterConfig {
     /// Whose window counts.
     pub rate_type: RateType,
     /// Permits per interval.
-    pub rate: u64,
+    pub rate: u32,
     /// The window's length.
     pub interval: Duration,
     /// How long the limiter's keys live after their last use (`None`: for ever; absent in data
@@ -97,11 +129,11 @@ pub struct RateLimiterConfig {
 /// # #[tokio::main]
 /// # async fn main() -> Result<(), redisson_lock::LockError> {
 /// use std::time::Duration;
-/// use redisson_lock::RateType;
+/// use redisson_lock::{RateLimiterConfig, RateType};
 /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
 /// let limiter = client.get_rate_limiter("api-calls");
-/// limiter.try_set_rate(RateType::Overall, 100, Duration::from_secs(1), None).await?;
-/// if limiter.try_acquire(1, Duration::from_millis(500)).await? {
+/// limiter.try_set_rate(RateLimiterConfig::new(RateType::Overall, 100, Duration::from_secs(1))).await?;
+/// if limiter.try_acquire_for(Duration::from_millis(500)).await? {
 ///     // ... call the API ...
 /// }
 /// # Ok(()) }
@@ -161,18 +193,10 @@ impl Inner {
 }
 
 /// The checks on a configuration, before anything is sent: `(rate, interval ms, keep ms)`.
-fn check_rate(
-    rate: u64,
-    interval: Duration,
-    keep_alive: Option<Duration>,
-) -> Result<(u64, u64, u64)> {
+fn check_rate(config: &RateLimiterConfig) -> Result<(u64, u64, u64)> {
+    let (rate, interval, keep_alive) = (u64::from(config.rate), config.interval, config.keep_alive);
     if rate == 0 {
         return Err(LockError::InvalidArgument("the rate must be at least 1"));
-    }
-    if rate > u64::from(u32::MAX) {
-        return Err(LockError::InvalidArgument(
-            "the rate must be at most u32::MAX (Redisson stores a take's permits in 4 bytes)",
-        ));
     }
     let interval_ms = millis(interval);
     if interval_ms == 0 {
@@ -190,17 +214,6 @@ fn check_rate(
         ));
     }
     Ok((rate, interval_ms, keep_ms))
-}
-
-/// The check on a permit amount, before anything is sent.
-fn check_permits(permits: u64) -> Result<()> {
-    if permits > u64::from(u32::MAX) {
-        Err(LockError::InvalidArgument(
-            "permits must be at most u32::MAX (Redisson stores a take's permits in 4 bytes)",
-        ))
-    } else {
-        Ok(())
-    }
 }
 
 impl RateLimiter {
@@ -230,28 +243,70 @@ impl RateLimiter {
         &self.inner.named.name
     }
 
-    /// Configures the limiter if it has no configuration yet (Redisson's `trySetRate`):
-    /// `rate` permits per `interval`, and with `keep_alive` (zero or `None`: none) every key
-    /// expires that long after its last use. `Ok(false)`: a configuration exists, nothing
-    /// changed.
+    pub(super) fn named(&self) -> &Named {
+        &self.inner.named
+    }
+
+    /// Its keys as Redisson's `delete` and `expire` name them: the configuration, the OVERALL
+    /// value and takes, and this client's PER_CLIENT value and takes.
+    pub(super) fn all_keys(&self) -> [&str; 5] {
+        let i = &self.inner;
+        [
+            &i.named.name,
+            &i.named.channel,
+            &i.client_value,
+            &i.permits,
+            &i.client_permits,
+        ]
+    }
+
+    /// Deletes the rate limiter (Redisson's `delete`): its configuration, the OVERALL window
+    /// and this client's PER_CLIENT window (other clients' PER_CLIENT windows are theirs, as in
+    /// Redisson). `true` when any of them existed. Until it is configured again, every other
+    /// operation fails with [`LockError::RateLimiter`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one `DEL`.
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidArgument`] (nothing sent) for a zero rate, a rate above `u32::MAX`,
-    /// an interval under 1 ms, or a keep-alive shorter than the interval (Redisson's message);
+    /// [`LockError::InvalidArgument`] for a refused name; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// limiter.delete().await?;
+    /// assert!(limiter.config().await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete(&self) -> Result<bool> {
+        self.inner.named.check()?;
+        let mut conn = self.inner.named.client.conn_synced();
+        let n: i64 = redis::cmd("DEL")
+            .arg(&self.all_keys()[..])
+            .query_async(&mut conn)
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Configures the limiter if it has no configuration yet (Redisson's `trySetRate`):
+    /// `config.rate` permits per `config.interval`, and with a keep-alive every key expires
+    /// that long after its last use. `Ok(false)`: a configuration exists, nothing changed.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] (nothing sent) for a zero rate, an interval under 1 ms,
+    /// or a keep-alive shorter than the interval (Redisson's message);
     /// [`LockError::WrongType`] when the key holds another type; connection errors.
     ///
     /// # Cancel safety
     ///
     /// One script: dropped, it ran entirely or not at all.
-    pub async fn try_set_rate(
-        &self,
-        rate_type: RateType,
-        rate: u64,
-        interval: Duration,
-        keep_alive: Option<Duration>,
-    ) -> Result<bool> {
-        let (rate, interval_ms, keep_ms) = check_rate(rate, interval, keep_alive)?;
+    pub async fn try_set_rate(&self, config: RateLimiterConfig) -> Result<bool> {
+        let (rate, interval_ms, keep_ms) = check_rate(&config)?;
+        let rate_type = config.rate_type;
         self.inner.named.check()?;
         let inv = scripts::rate_try_set(
             &self.inner.named.name,
@@ -277,14 +332,9 @@ impl RateLimiter {
     /// # Cancel safety
     ///
     /// One script: dropped, it ran entirely or not at all.
-    pub async fn set_rate(
-        &self,
-        rate_type: RateType,
-        rate: u64,
-        interval: Duration,
-        keep_alive: Option<Duration>,
-    ) -> Result<()> {
-        let (rate, interval_ms, keep_ms) = check_rate(rate, interval, keep_alive)?;
+    pub async fn set_rate(&self, config: RateLimiterConfig) -> Result<()> {
+        let (rate, interval_ms, keep_ms) = check_rate(&config)?;
+        let rate_type = config.rate_type;
         self.inner.named.check()?;
         let inv = scripts::rate_set(
             &self.inner.keys(),
@@ -342,7 +392,7 @@ impl RateLimiter {
         };
         Ok(Some(RateLimiterConfig {
             rate_type,
-            rate: num("rate")?,
+            rate: u32::try_from(num("rate")?).map_err(|_| bad())?,
             interval: Duration::from_millis(num("interval")?),
             keep_alive,
         }))
@@ -368,38 +418,110 @@ impl RateLimiter {
         }
     }
 
-    /// Takes `permits` if the window has them, waiting up to `wait` (zero: one try) for them
-    /// (Redisson's `tryAcquire(permits, timeout)`). Zero permits succeed at once, sending
-    /// nothing.
+    /// Takes one permit, waiting for as long as it takes (Redisson's `acquire()`).
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidArgument`] (nothing sent) for more than `u32::MAX` permits;
-    /// [`LockError::RateLimiter`] when not configured or when `permits` exceeds the rate (it
-    /// could never succeed); [`LockError::WrongType`]; connection errors.
+    /// [`LockError::RateLimiter`] when not configured or when the permits asked exceed the
+    /// rate (it could never succeed); [`LockError::InvalidArgument`] for a refused name;
+    /// [`LockError::WrongType`]; connection errors.
     ///
     /// # Cancel safety
     ///
     /// See the type's docs: a take in flight when dropped may have counted.
-    pub async fn try_acquire(&self, permits: u64, wait: Duration) -> Result<bool> {
-        self.wait_for(permits, deadline(wait)).await
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// limiter.acquire().await?;
+    /// limiter.acquire_many(3).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<()> {
+        self.acquire_many(1).await
     }
 
-    /// Takes `permits`, waiting for as long as it takes (Redisson's `acquire(permits)`).
+    /// Takes `permits` at once, waiting for as long as it takes (Redisson's
+    /// `acquire(permits)`). Zero permits succeed at once, sending nothing.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](RateLimiter::try_acquire).
+    /// As [`acquire`](RateLimiter::acquire).
     ///
     /// # Cancel safety
     ///
-    /// As [`try_acquire`](RateLimiter::try_acquire).
-    pub async fn acquire(&self, permits: u64) -> Result<()> {
+    /// As [`acquire`](RateLimiter::acquire).
+    pub async fn acquire_many(&self, permits: u32) -> Result<()> {
         self.wait_for(permits, None).await.map(|_| ())
     }
 
-    async fn wait_for(&self, permits: u64, deadline: Option<std::time::Instant>) -> Result<bool> {
-        check_permits(permits)?;
+    /// Takes one permit if the window has it now (Redisson's `tryAcquire()`): one try.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// if limiter.try_acquire().await? || limiter.try_acquire_for(Duration::from_millis(500)).await? {
+    ///     // ... call the API ...
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<bool> {
+        self.try_acquire_many_for(1, Duration::ZERO).await
+    }
+
+    /// Takes one permit, waiting up to `wait` for it (Redisson's `tryAcquire(timeout)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<bool> {
+        self.try_acquire_many_for(1, wait).await
+    }
+
+    /// Takes `permits` if the window has them now (Redisson's `tryAcquire(permits)`): one try.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    pub async fn try_acquire_many(&self, permits: u32) -> Result<bool> {
+        self.try_acquire_many_for(permits, Duration::ZERO).await
+    }
+
+    /// Takes `permits`, waiting up to `wait` (zero: one try) for them (Redisson's
+    /// `tryAcquire(permits, timeout)`). Zero permits succeed at once, sending nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](RateLimiter::acquire).
+    pub async fn try_acquire_many_for(&self, permits: u32, wait: Duration) -> Result<bool> {
+        self.wait_for(permits, deadline(wait)).await
+    }
+
+    async fn wait_for(&self, permits: u32, deadline: Option<std::time::Instant>) -> Result<bool> {
+        let permits = u64::from(permits);
         self.inner.named.check()?;
         if permits == 0 {
             return Ok(true);
@@ -427,22 +549,35 @@ impl RateLimiter {
         }
     }
 
-    /// Gives `permits` back to the window before their interval ends (Redisson 4.x's
-    /// `release`): the oldest takes are forgotten first, and the window never holds more than
-    /// the rate. Zero permits send nothing.
+    /// Gives one permit back to the window before its interval ends (Redisson 4.x's
+    /// `release()`).
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidArgument`] (nothing sent) for more than `u32::MAX` permits;
-    /// [`LockError::RateLimiter`] when not configured; [`LockError::WrongType`]; connection
-    /// errors.
+    /// As [`release_many`](RateLimiter::release_many).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`release_many`](RateLimiter::release_many).
+    pub async fn release(&self) -> Result<()> {
+        self.release_many(1).await
+    }
+
+    /// Gives `permits` back to the window before their interval ends (Redisson 4.x's
+    /// `release(permits)`): the oldest takes are forgotten first, and the window never holds
+    /// more than the rate. Zero permits send nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::RateLimiter`] when not configured; [`LockError::InvalidArgument`] for a
+    /// refused name; [`LockError::WrongType`]; connection errors.
     ///
     /// # Cancel safety
     ///
     /// One script: dropped, it ran entirely or not at all. It is not sent again after a lost
     /// reply (it could give back twice).
-    pub async fn release(&self, permits: u64) -> Result<()> {
-        check_permits(permits)?;
+    pub async fn release_many(&self, permits: u32) -> Result<()> {
+        let permits = u64::from(permits);
         self.inner.named.check()?;
         if permits == 0 {
             return Ok(());

@@ -66,9 +66,9 @@ const MIN_RECEIPT_TTL: Duration = Duration::from_secs(60);
 /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
 /// let pool = client.get_semaphore("db-connections");
 /// pool.try_set_permits(10).await?;
-/// if pool.try_acquire(2, Duration::from_secs(5)).await? {
+/// if pool.try_acquire_many_for(2, Duration::from_secs(5)).await? {
 ///     // ... use two connections ...
-///     pool.release(2).await?;
+///     pool.release_many(2).await?;
 /// }
 /// # Ok(()) }
 /// ```
@@ -229,24 +229,110 @@ impl Semaphore {
         Ok(run_repeatable::<i64>(&self.inner.client, &self.inner.name, &inv).await? == 1)
     }
 
-    /// Takes `permits`, waiting for as long as it takes. Zero permits succeed at once, sending
-    /// nothing (as Redisson).
+    /// Takes one permit, waiting for as long as it takes (Redisson's `acquire()`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a permit taken for a caller that is gone, or whose reply was lost, is given
+    /// back in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] for a refused name; [`LockError::WrongType`];
+    /// connection errors once the retries are spent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// pool.acquire().await?;
+    /// // ... work ...
+    /// pool.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<()> {
+        self.acquire_many(1).await
+    }
+
+    /// Takes `permits` at once, waiting for as long as it takes (Redisson's
+    /// `acquire(permits)`). Zero permits succeed at once, sending nothing (as Redisson).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Semaphore::acquire).
     ///
     /// # Errors
     ///
     /// [`LockError::InvalidArgument`] for more than `i32::MAX` permits or a refused name;
     /// [`LockError::WrongType`]; connection errors once the retries are spent.
-    pub async fn acquire(&self, permits: u32) -> Result<()> {
+    pub async fn acquire_many(&self, permits: u32) -> Result<()> {
         self.acquire_within(permits, None).await.map(|_| ())
     }
 
-    /// Takes `permits` if they become available within `wait` (`Duration::ZERO`: one try).
-    /// `Ok(false)`: not within `wait`, nothing taken.
+    /// Takes one permit if one is available now (Redisson's `tryAcquire()`): one try.
+    /// `Ok(false)`: none, nothing taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Semaphore::acquire).
     ///
     /// # Errors
     ///
     /// As [`acquire`](Semaphore::acquire).
-    pub async fn try_acquire(&self, permits: u32, wait: Duration) -> Result<bool> {
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// if pool.try_acquire().await? || pool.try_acquire_for(Duration::from_secs(1)).await? {
+    ///     pool.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<bool> {
+        self.try_acquire_many_for(1, Duration::ZERO).await
+    }
+
+    /// Takes one permit if one becomes available within `wait` (Redisson's
+    /// `tryAcquire(waitTime)`). `Ok(false)`: not within `wait`, nothing taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Semaphore::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Semaphore::acquire).
+    pub async fn try_acquire_for(&self, wait: Duration) -> Result<bool> {
+        self.try_acquire_many_for(1, wait).await
+    }
+
+    /// Takes `permits` if they are available now (Redisson's `tryAcquire(permits)`): one try.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Semaphore::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire_many(&self, permits: u32) -> Result<bool> {
+        self.try_acquire_many_for(permits, Duration::ZERO).await
+    }
+
+    /// Takes `permits` if they become available within `wait` (`Duration::ZERO`: one try;
+    /// Redisson's `tryAcquire(permits, waitTime)`). `Ok(false)`: not within `wait`, nothing
+    /// taken.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Semaphore::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Semaphore::acquire_many).
+    pub async fn try_acquire_many_for(&self, permits: u32, wait: Duration) -> Result<bool> {
         self.acquire_within(permits, Some(wait)).await
     }
 
@@ -317,14 +403,33 @@ impl Semaphore {
         }
     }
 
-    /// Returns `permits` (Redisson's `release`: adds them and publishes the new count). Permits
-    /// are not owned: releasing more than were taken raises the count. Zero sends nothing.
+    /// Returns one permit (Redisson's `release()`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`release_many`](Semaphore::release_many).
+    ///
+    /// # Errors
+    ///
+    /// As [`release_many`](Semaphore::release_many).
+    pub async fn release(&self) -> Result<()> {
+        self.release_many(1).await
+    }
+
+    /// Returns `permits` (Redisson's `release(permits)`: adds them and publishes the new
+    /// count). Permits are not owned: releasing more than were taken raises the count. Zero
+    /// sends nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once started it completes in the background; its retries share one receipt, so the
+    /// permits are added at most once.
     ///
     /// # Errors
     ///
     /// [`LockError::InvalidArgument`] for more than `i32::MAX` permits; connection errors once
     /// the retries (all with one receipt, so the permits are added once) are spent.
-    pub async fn release(&self, permits: u32) -> Result<()> {
+    pub async fn release_many(&self, permits: u32) -> Result<()> {
         self.inner.check()?;
         check_permits(permits)?;
         if permits == 0 {
@@ -355,7 +460,7 @@ impl Semaphore {
     ///
     /// # Cancel safety
     ///
-    /// As [`release`](Semaphore::release): once started it completes in the background; its
+    /// As [`release_many`](Semaphore::release_many): once started it completes in the background; its
     /// retries share one receipt, so the permits are added at most once.
     ///
     /// # Errors

@@ -1,10 +1,11 @@
 //! Redisson's `RExpirable` on the synchronizers: `expire`, `clearExpire`, `remainTimeToLive`.
 //! A semaphore and a latch have one key; the permit-expirable semaphore has two (its count and
-//! its leases), which Redisson expires together.
+//! its leases), which Redisson expires together; the rate limiter has five (its configuration,
+//! the OVERALL window and this client's PER_CLIENT window, a value and takes each).
 
 use std::time::Duration;
 
-use super::{CountDownLatch, KeyTtl, PermitExpirableSemaphore, Semaphore};
+use super::{CountDownLatch, KeyTtl, PermitExpirableSemaphore, RateLimiter, Semaphore};
 use crate::error::Result;
 
 /// The three methods on a synchronizer type; `$keys` lists its keys.
@@ -85,5 +86,11 @@ expirable!(
     PermitExpirableSemaphore,
     "semaphore (its count and its leases)",
     "let x = client.get_permit_expirable_semaphore(\"gpu\");\nx.try_set_permits(2).await?;\nx.expire(std::time::Duration::from_secs(3600)).await?;",
+    |s| s.all_keys()
+);
+expirable!(
+    RateLimiter,
+    "rate limiter (its configuration and windows)",
+    "let x = client.get_rate_limiter(\"api\");\nx.try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, std::time::Duration::from_secs(1))).await?;\nx.expire(std::time::Duration::from_secs(3600)).await?;",
     |s| s.all_keys()
 );

@@ -64,14 +64,14 @@ async fn a_lock_only_user_runs_every_kind_and_waits() {
     take_and_release(&a.get_spin_lock("orders:spin")).await;
     let sem = a.get_semaphore("orders:sem");
     assert!(sem.try_set_permits(1).await.unwrap());
-    sem.acquire(1).await.unwrap();
-    sem.release(1).await.unwrap();
+    sem.acquire().await.unwrap();
+    sem.release().await.unwrap();
     let latch = a.get_count_down_latch("orders:latch");
     assert!(latch.try_set_count(1).await.unwrap());
     latch.count_down().await.unwrap();
     let permits = a.get_permit_expirable_semaphore("orders:permits");
     assert!(permits.try_set_permits(1).await.unwrap());
-    let id = permits.acquire(None).await.unwrap();
+    let id = permits.acquire().await.unwrap();
     permits.release(&id).await.unwrap();
 
     // Outside its key patterns the user is refused before anything is written.
@@ -214,7 +214,7 @@ async fn a_user_without_the_channel_pattern_gets_an_error_naming_the_channel() {
         .await
         .unwrap());
     let sem = client.get_semaphore("orders:sem9");
-    let e = tokio::time::timeout(Duration::from_secs(60), sem.try_acquire(1, patience))
+    let e = tokio::time::timeout(Duration::from_secs(60), sem.try_acquire_for(patience))
         .await
         .expect("the refusal must end the semaphore wait")
         .unwrap_err();

@@ -54,9 +54,42 @@ fn a_multi_lock_is_held_by_the_calling_thread_on_every_node() {
     assert_eq!(left, (false, false));
     assert!(!multi.is_held_by_current().unwrap());
     assert!(matches!(
-        MultiLock::<redisson_lock::All>::new([]),
+        MultiLock::<redisson_lock::All>::new(Vec::<redisson_lock::blocking::MemberLock>::new()),
         Err(LockError::InvalidArgument(_))
     ));
+}
+
+/// The blocking MultiLock mixes kinds too: a fair lock and a write side, each with its own
+/// data, held by the calling thread, and a read of the write-locked name refused elsewhere.
+#[test]
+fn a_multi_lock_mixes_lock_kinds() {
+    use redisson_lock::blocking::MemberLock;
+    let server = TestServer::start();
+    let a = Client::connect(&server.url()).unwrap();
+    let multi: MultiLock = MultiLock::new([
+        MemberLock::from(a.get_fair_lock("bm:mix:fair")),
+        MemberLock::from(a.get_read_write_lock("bm:mix:rw").write_lock()),
+    ])
+    .unwrap();
+    assert_eq!(multi.locks()[1].name(), "bm:mix:rw");
+    let guard = multi.lock().unwrap();
+    let mut raw = server.raw().get_connection().unwrap();
+    let mode: Option<String> = raw.hget("bm:mix:rw", "mode").unwrap();
+    assert_eq!(mode.as_deref(), Some("write"));
+    assert!(multi.is_held_by_current().unwrap());
+    let other = a.clone();
+    std::thread::spawn(move || {
+        let read = other.get_read_write_lock("bm:mix:rw").read_lock();
+        assert!(read.try_lock().unwrap().is_none(), "read vs write");
+    })
+    .join()
+    .unwrap();
+    guard.unlock().unwrap();
+    let left: (bool, bool) = (
+        raw.exists("bm:mix:fair").unwrap(),
+        raw.exists("bm:mix:rw").unwrap(),
+    );
+    assert_eq!(left, (false, false));
 }
 
 #[test]
@@ -116,16 +149,16 @@ fn semaphore_waiters_wake_and_the_extras_reach_redis() {
     ));
     assert!(sem.clear_expire().unwrap());
     assert_eq!(sem.remain_time_to_live().unwrap(), KeyTtl::NoExpiry);
-    sem.acquire(1).unwrap();
+    sem.acquire().unwrap();
     assert_eq!(sem.available_permits().unwrap(), 0);
     // A thread blocked on the empty semaphore is woken by this thread's release.
     let (tx, rx) = std::sync::mpsc::channel();
     let other = sem.clone();
     let t = std::thread::spawn(move || {
-        let _ = tx.send(other.try_acquire(1, Duration::from_secs(60)));
+        let _ = tx.send(other.try_acquire_for(Duration::from_secs(60)));
     });
     std::thread::sleep(Duration::from_millis(200));
-    sem.release(1).unwrap();
+    sem.release().unwrap();
     assert!(matches!(rx.recv_timeout(WAKE), Ok(Ok(true))));
     t.join().unwrap();
     let count: i64 = raw.get("bs:sem").unwrap();
@@ -151,7 +184,7 @@ fn a_thread_waiting_on_a_latch_wakes_at_zero() {
     let (tx, rx) = std::sync::mpsc::channel();
     let other = latch.clone();
     let t = std::thread::spawn(move || {
-        let _ = tx.send(other.wait_timeout(Duration::from_secs(60)));
+        let _ = tx.send(other.wait_for(Duration::from_secs(60)));
     });
     latch.count_down().unwrap();
     assert_eq!(latch.get_count().unwrap(), 1);
@@ -173,7 +206,10 @@ fn permit_batches_and_leases_through_the_blocking_semaphore() {
     let mut raw = server.raw().get_connection().unwrap();
     let gpus = client.get_permit_expirable_semaphore("bs:gpu");
     assert!(gpus.try_set_permits(3).unwrap());
-    let ids = gpus.acquire_many(2, Some(Duration::from_secs(60))).unwrap();
+    let ids = gpus
+        .with_lease(Duration::from_secs(60))
+        .acquire_many(2)
+        .unwrap();
     assert_eq!(ids.len(), 2);
     let leased: i64 = raw.zcard(redisson::pes_timeouts("bs:gpu")).unwrap();
     assert_eq!(leased, 2);
@@ -182,14 +218,8 @@ fn permit_batches_and_leases_through_the_blocking_semaphore() {
     assert_eq!(gpus.available_permits().unwrap(), 1);
     let left = gpus.get_lease_time(&ids[0]).unwrap().expect("a lease");
     assert!(left <= Duration::from_secs(60));
-    assert!(gpus
-        .try_acquire_many(2, Duration::ZERO, None)
-        .unwrap()
-        .is_empty());
-    let one = gpus
-        .try_acquire(Duration::ZERO, None)
-        .unwrap()
-        .expect("one left");
+    assert!(gpus.try_acquire_many(2).unwrap().is_empty());
+    let one = gpus.try_acquire().unwrap().expect("one left");
     assert_eq!(gpus.get_lease_time(&one).unwrap(), None);
     assert!(gpus.try_release(&one).unwrap());
     gpus.release_many(&ids).unwrap();
@@ -229,7 +259,11 @@ fn a_blocking_rate_limiter_shares_redissons_data_and_waits_for_the_window() {
     let limiter = client.get_rate_limiter("bs:rate");
     let window = Duration::from_millis(1500);
     assert!(limiter
-        .try_set_rate(RateType::Overall, 2, window, None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            2,
+            window
+        ))
         .unwrap());
     // Redisson's configuration hash, written through the blocking wrapper.
     let rate: String = raw.hget("bs:rate", "rate").unwrap();
@@ -238,27 +272,35 @@ fn a_blocking_rate_limiter_shares_redissons_data_and_waits_for_the_window() {
     let config = limiter.config().unwrap().expect("a rate is set");
     assert_eq!((config.rate, config.interval), (2, window));
     assert!(!limiter
-        .try_set_rate(RateType::Overall, 5, window, None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            5,
+            window
+        ))
         .unwrap());
 
     let taken = std::time::Instant::now();
-    assert!(limiter.try_acquire(2, Duration::ZERO).unwrap());
+    assert!(limiter.try_acquire_many(2).unwrap());
     assert_eq!(limiter.available_permits().unwrap(), 0);
-    assert!(!limiter.try_acquire(1, Duration::ZERO).unwrap());
+    assert!(!limiter.try_acquire().unwrap());
     // acquire blocks this thread until the window of the first takes has passed.
-    limiter.acquire(1).unwrap();
+    limiter.acquire().unwrap();
     assert!(
         taken.elapsed() >= Duration::from_millis(1400),
         "acquired {:?} after the window filled ({window:?})",
         taken.elapsed()
     );
     assert_eq!(limiter.available_permits().unwrap(), 1);
-    limiter.release(1).unwrap();
+    limiter.release().unwrap();
     assert_eq!(limiter.available_permits().unwrap(), 2);
     // Bad input is the async API's refusal, before anything is sent.
     let e = client
         .get_rate_limiter("bs:rate:bad")
-        .try_set_rate(RateType::Overall, 0, window, None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            0,
+            window,
+        ))
         .unwrap_err();
     assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
     let exists: bool = raw.exists("bs:rate:bad").unwrap();

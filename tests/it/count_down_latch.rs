@@ -22,7 +22,7 @@ async fn counts_down_to_an_open_latch() {
     // A latch that does not exist is open.
     assert_eq!(latch.get_count().await.unwrap(), 0);
     latch.wait().await.unwrap();
-    assert!(latch.wait_timeout(Duration::ZERO).await.unwrap());
+    assert!(latch.wait_for(Duration::ZERO).await.unwrap());
 
     assert!(latch.try_set_count(2).await.unwrap());
     assert!(!latch.try_set_count(5).await.unwrap(), "armed once");
@@ -30,10 +30,10 @@ async fn counts_down_to_an_open_latch() {
     assert_eq!(pttl(&mut raw, name).await, -1);
     latch.count_down().await.unwrap();
     assert_eq!(latch.get_count().await.unwrap(), 1);
-    assert!(!latch.wait_timeout(Duration::from_millis(50)).await.unwrap());
+    assert!(!latch.wait_for(Duration::from_millis(50)).await.unwrap());
     latch.count_down().await.unwrap();
     assert!(!exists(&mut raw, name).await, "deleted at zero");
-    assert!(latch.wait_timeout(Duration::from_millis(50)).await.unwrap());
+    assert!(latch.wait_for(Duration::from_millis(50)).await.unwrap());
     // Counting down a missing latch leaves nothing.
     latch.count_down().await.unwrap();
     assert!(!exists(&mut raw, name).await);

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use crate::support::checker::*;
 use crate::support::*;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// The watchdog lease, and how long each hold lasts: longer than the lease, over several renewal
 /// periods, so a hold survives only if the watchdog renews it (with renewals turned off, every

@@ -32,9 +32,11 @@ async fn futures_and_guards_are_send_and_static() {
 
 #[tokio::test]
 async fn bad_arguments_are_rejected_before_anything_is_sent() {
-    assert!(MultiLock::<redisson_lock::All>::new(Vec::new())
-        .unwrap_err()
-        .is_invalid_argument());
+    assert!(
+        MultiLock::<redisson_lock::All>::new(Vec::<redisson_lock::RLock>::new())
+            .unwrap_err()
+            .is_invalid_argument()
+    );
     let nodes = nodes(1).await;
     let m = multi(&nodes, "args");
     let zero_lease = m.try_lock_with_lease(Duration::ZERO, Duration::ZERO).await;
@@ -287,4 +289,76 @@ async fn unlock_reports_an_unreachable_node_and_releases_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contenders_take_turns_one_at_a_time() {
     take_turns(multi).await;
+}
+
+/// Redisson's `getMultiLock` takes locks of any kind: a fair lock, the write side of a
+/// read-write lock and a fenced lock, on three nodes, are taken as one, each with its own
+/// kind's data and semantics (a read of the write-locked name is refused; the fair lock's queue
+/// is its own), and all given back. Two multi-locks of read sides share their members, as read
+/// locks do, where RLock members would exclude each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_of_mixed_kinds_keep_their_own_semantics() {
+    use redisson_lock::MemberLock;
+    let nodes = nodes(3).await;
+    let [a, b, c] = [0, 1, 2].map(|i| nodes.clients[i].clone());
+    let mixed = || -> MultiLock {
+        MultiLock::new([
+            MemberLock::from(a.get_fair_lock("mix")),
+            MemberLock::from(b.get_read_write_lock("mix").write_lock()),
+            MemberLock::from(c.get_fenced_lock("mix")),
+        ])
+        .unwrap()
+    };
+    let m = mixed();
+    assert_eq!(m.locks().len(), 3);
+    assert_eq!(m.locks()[1].name(), "mix");
+    let guard = m.lock().await.unwrap();
+    assert_eq!(guard.held_nodes(), vec![0, 1, 2]);
+    // Each member wrote its own kind's data.
+    let mut rw = nodes.servers[1].conn().await;
+    let mode: Option<String> = redis::AsyncCommands::hget(&mut rw, "mix", "mode")
+        .await
+        .unwrap();
+    assert_eq!(mode.as_deref(), Some("write"), "the write side's hash");
+    assert_eq!(
+        nodes.ours(0, "mix").await.len(),
+        1,
+        "the fair lock's holder"
+    );
+    assert!(
+        c.get_fenced_lock("mix")
+            .current_token()
+            .await
+            .unwrap()
+            .is_some(),
+        "the fenced lock's token"
+    );
+    // Another task: every member, and the multi-lock, are busy for it.
+    let (b2, other) = (b.clone(), mixed());
+    tokio::spawn(async move {
+        let read = b2.get_read_write_lock("mix").read_lock();
+        assert!(read.try_lock().await.unwrap().is_none(), "read vs write");
+        assert!(other.try_lock().await.unwrap().is_none());
+    })
+    .await
+    .unwrap();
+    guard.unlock().await.unwrap();
+    for node in 0..3 {
+        assert!(nodes.ours(node, "mix").await.is_empty(), "node {node}");
+    }
+
+    // Read sides are shared: two tasks hold one multi-lock of them at once.
+    let reads = move || -> MultiLock {
+        MultiLock::new([
+            a.get_read_write_lock("shared").read_lock(),
+            b.get_read_write_lock("shared").read_lock(),
+        ])
+        .unwrap()
+    };
+    let first = reads().lock().await.unwrap();
+    let second = tokio::spawn(async move { reads().try_lock().await.unwrap().map(|_| ()) })
+        .await
+        .unwrap();
+    assert!(second.is_some(), "a second reader shares the members");
+    first.unlock().await.unwrap();
 }

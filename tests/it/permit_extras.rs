@@ -18,8 +18,12 @@ fn channel(name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totals_count_held_and_expired_permits() {
     let (_server, client, mut raw, pes) = pes_fixture("px:totals", 5).await;
-    let short = pes.acquire(Some(Duration::from_millis(400))).await.unwrap();
-    let _long = pes.acquire(None).await.unwrap();
+    let short = pes
+        .with_lease(Duration::from_millis(400))
+        .acquire()
+        .await
+        .unwrap();
+    let _long = pes.acquire().await.unwrap();
     assert_eq!(pes.get_permits().await.unwrap(), 5);
     assert_eq!(pes.acquired_permits().await.unwrap(), 2);
     assert_eq!(pes.available_permits().await.unwrap(), 3);
@@ -47,7 +51,7 @@ async fn totals_count_held_and_expired_permits() {
 async fn set_permits_sets_the_total() {
     let (server, client, mut raw, pes) = pes_fixture("px:set", 3).await;
     let mut listener = Listener::start(&server, &channel("px:set")).await;
-    let _held = pes.acquire(None).await.unwrap();
+    let _held = pes.acquire().await.unwrap();
     pes.set_permits(8).await.unwrap();
     assert_eq!(pes.get_permits().await.unwrap(), 8);
     assert_eq!(pes.available_permits().await.unwrap(), 7);
@@ -74,13 +78,13 @@ async fn set_permits_sets_the_total() {
 async fn lease_time_of_a_permit() {
     let (_server, _client, _raw, pes) = pes_fixture("px:lease", 3).await;
     let minute = Duration::from_secs(60);
-    let leased = pes.acquire(Some(minute)).await.unwrap();
+    let leased = pes.with_lease(minute).acquire().await.unwrap();
     let left = pes.get_lease_time(&leased).await.unwrap().unwrap();
     assert!(
         left <= minute && left > minute - Duration::from_secs(10),
         "{left:?}"
     );
-    let forever = pes.acquire(None).await.unwrap();
+    let forever = pes.acquire().await.unwrap();
     assert_eq!(pes.get_lease_time(&forever).await.unwrap(), None);
     pes.release(&forever).await.unwrap();
     let e = pes.get_lease_time(&forever).await.unwrap_err();
@@ -96,9 +100,9 @@ async fn lease_time_of_a_permit() {
 async fn releasing_several_permits_at_once() {
     let (server, _client, mut raw, pes) = pes_fixture("px:many", 4).await;
     let mut listener = Listener::start(&server, &channel("px:many")).await;
-    let a = pes.acquire(None).await.unwrap();
-    let b = pes.acquire(None).await.unwrap();
-    let c = pes.acquire(None).await.unwrap();
+    let a = pes.acquire().await.unwrap();
+    let b = pes.acquire().await.unwrap();
+    let c = pes.acquire().await.unwrap();
     assert_eq!(
         pes.try_release_many(&[a.clone(), b.clone()]).await.unwrap(),
         2
@@ -124,8 +128,8 @@ async fn releasing_several_permits_at_once() {
     let e = pes.try_release_many(&[]).await.unwrap_err();
     assert!(e.is_invalid_argument(), "{e:?}");
     // All held: Ok.
-    let d = pes.acquire(None).await.unwrap();
-    let e2 = pes.acquire(None).await.unwrap();
+    let d = pes.acquire().await.unwrap();
+    let e2 = pes.acquire().await.unwrap();
     pes.release_many(&[d, e2]).await.unwrap();
     assert_eq!(pes.available_permits().await.unwrap(), 4);
 }
@@ -134,7 +138,7 @@ async fn releasing_several_permits_at_once() {
 async fn several_permits_are_taken_together() {
     let (_server, _client, mut raw, pes) = pes_fixture("px:acq", 3).await;
     let minute = Duration::from_secs(60);
-    let ids = pes.acquire_many(2, Some(minute)).await.unwrap();
+    let ids = pes.with_lease(minute).acquire_many(2).await.unwrap();
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1]);
     assert_eq!(pes.available_permits().await.unwrap(), 1);
@@ -143,7 +147,7 @@ async fn several_permits_are_taken_together() {
         assert!(left > minute - Duration::from_secs(10), "{left:?}");
     }
     // Two are not there: none is taken.
-    let none = pes.try_acquire_many(2, Duration::ZERO, None).await.unwrap();
+    let none = pes.try_acquire_many(2).await.unwrap();
     assert!(none.is_empty());
     assert_eq!(pes.available_permits().await.unwrap(), 1);
     let held: i64 = raw.zcard("{px:acq}:timeout").await.unwrap();
@@ -151,7 +155,7 @@ async fn several_permits_are_taken_together() {
     // A waiter for two gets both once one more comes back.
     let waiter = {
         let pes = pes.clone();
-        tokio::spawn(async move { pes.try_acquire_many(2, Duration::from_secs(30), None).await })
+        tokio::spawn(async move { pes.try_acquire_many_for(2, Duration::from_secs(30)).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiter.is_finished(), "took two of one");
@@ -166,11 +170,12 @@ async fn several_permits_are_taken_together() {
     assert_eq!(pes.acquired_permits().await.unwrap(), 3);
     // Bad input is refused before anything is sent.
     for n in [0, u32::MAX] {
-        let e = pes.acquire_many(n, None).await.unwrap_err();
+        let e = pes.acquire_many(n).await.unwrap_err();
         assert!(e.is_invalid_argument(), "{n}: {e:?}");
     }
     let e = pes
-        .try_acquire_many(1, Duration::ZERO, Some(Duration::ZERO))
+        .with_lease(Duration::ZERO)
+        .try_acquire_many(1)
         .await
         .unwrap_err();
     assert!(e.is_invalid_argument(), "{e:?}");

@@ -56,7 +56,7 @@ async fn a_guarded_permit_s_lease_keeps_moving() {
         a.acquire_guarded().await.unwrap(),
     ];
     let guard_b = b
-        .try_acquire_guarded(Duration::ZERO)
+        .try_acquire_guarded_for(Duration::ZERO)
         .await
         .unwrap()
         .unwrap();
@@ -98,7 +98,7 @@ async fn dropping_the_guard_gives_the_permit_back_and_wakes_a_waiter() {
     let other = server.client().await;
     let theirs = other.get_permit_expirable_semaphore("pg:drop");
     let guard = pes.acquire_guarded().await.unwrap();
-    let waiter = tokio::spawn(async move { theirs.try_acquire_guarded(WAIT * 3).await });
+    let waiter = tokio::spawn(async move { theirs.try_acquire_guarded_for(WAIT * 3).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !waiter.is_finished(),

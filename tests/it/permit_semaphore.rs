@@ -34,23 +34,20 @@ async fn permits_have_ids_and_leases() {
     let sem = client.get_permit_expirable_semaphore(name);
 
     assert_eq!(sem.available_permits().await.unwrap(), 0);
-    assert!(sem
-        .try_acquire(Duration::ZERO, None)
-        .await
-        .unwrap()
-        .is_none());
+    assert!(sem.try_acquire().await.unwrap().is_none());
     assert!(sem.try_set_permits(2).await.unwrap());
     assert!(!sem.try_set_permits(5).await.unwrap());
-    let forever = sem.acquire(None).await.unwrap();
+    let forever = sem.acquire().await.unwrap();
     let before = now_ms();
     let leased = sem
-        .try_acquire(Duration::ZERO, Some(Duration::from_secs(60)))
+        .with_lease(Duration::from_secs(60))
+        .try_acquire()
         .await
         .unwrap()
         .expect("a second permit");
     assert_ne!(forever, leased);
     assert!(sem
-        .try_acquire(Duration::from_millis(50), None)
+        .try_acquire_for(Duration::from_millis(50))
         .await
         .unwrap()
         .is_none());
@@ -100,7 +97,7 @@ async fn permits_have_ids_and_leases() {
 async fn unknown_ids_and_bad_leases_change_nothing() {
     let name = "pes:bad";
     let (server, _client, mut raw, sem) = pes_fixture(name, 2).await;
-    let id = sem.acquire(None).await.unwrap();
+    let id = sem.acquire().await.unwrap();
     let mut messages = Listener::start(&server, &sem_channel(name)).await;
 
     let stranger = PermitId::parse("00112233445566778899aabbccddeeff").unwrap();
@@ -109,7 +106,7 @@ async fn unknown_ids_and_bad_leases_change_nothing() {
     assert!(e.is_invalid_argument());
     assert!(!sem.try_release(&stranger).await.unwrap());
     assert!(!sem.update_lease_time(&stranger, None).await.unwrap());
-    let e = sem.acquire(Some(Duration::ZERO)).await.unwrap_err();
+    let e = sem.with_lease(Duration::ZERO).acquire().await.unwrap_err();
     assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
     let e = sem
         .update_lease_time(&id, Some(Duration::ZERO))
@@ -142,7 +139,11 @@ async fn expired_permits_return_to_the_pool() {
     let mut messages = Listener::start(&server, &sem_channel(name)).await;
 
     // Time passing, by hand: the permit's lease ended a second ago.
-    let id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let id = sem
+        .with_lease(Duration::from_secs(600))
+        .acquire()
+        .await
+        .unwrap();
     let past = now_ms() - 1_000;
     let _: () = raw.zadd(&timeouts, unhex(id.as_str()), past).await.unwrap();
     assert_eq!(sem.available_permits().await.unwrap(), 1);
@@ -152,7 +153,11 @@ async fn expired_permits_return_to_the_pool() {
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
 
     // An expired permit released before anyone reclaimed it: back in the pool, reported false.
-    let id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let id = sem
+        .with_lease(Duration::from_secs(600))
+        .acquire()
+        .await
+        .unwrap();
     let _: () = raw
         .zadd(&timeouts, unhex(id.as_str()), now_ms() - 1_000)
         .await
@@ -162,10 +167,14 @@ async fn expired_permits_return_to_the_pool() {
 
     // A waiter is woken when the holder's lease ends (expiry publishes nothing). Its own wait
     // budget is longer than the test's bound, so only the lease-end wake-up can pass.
-    let _holder = sem.acquire(Some(Duration::from_secs(1))).await.unwrap();
+    let _holder = sem
+        .with_lease(Duration::from_secs(1))
+        .acquire()
+        .await
+        .unwrap();
     messages.drain();
     let s = sem.clone();
-    let waiting = tokio::spawn(async move { s.try_acquire(WAIT * 2, None).await });
+    let waiting = tokio::spawn(async move { s.try_acquire_for(WAIT * 2).await });
     let got = finished(waiting, WAIT, "not woken when the holder's lease ended").await;
     assert!(got.is_some());
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
@@ -212,7 +221,7 @@ async fn java_and_rust_share_permits() {
     let reply = java_try_acquire(&mut raw, name, java_id, &expire_at).await;
     assert_eq!(reply, redis::Value::BulkString(b"OK".to_vec()));
     // We take the other one; then Java finds none, and tells the earliest expiry (its lease).
-    let ours = sem.acquire(None).await.unwrap();
+    let ours = sem.acquire().await.unwrap();
     let reply = java_try_acquire(
         &mut raw,
         name,
@@ -255,7 +264,11 @@ async fn java_and_rust_share_permits() {
     // Our permit with a lease, where Java's script would put it; the zset takes the count's
     // TTL as in Java.
     let _: () = raw.pexpire(name, 600_000).await.unwrap();
-    let id = sem.acquire(Some(Duration::from_secs(60))).await.unwrap();
+    let id = sem
+        .with_lease(Duration::from_secs(60))
+        .acquire()
+        .await
+        .unwrap();
     let score: Option<u64> = raw.zscore(&timeouts, unhex(id.as_str())).await.unwrap();
     assert!(score.is_some_and(|s| s > now_ms() + 50_000), "{score:?}");
     let ttl = pttl(&mut raw, &timeouts).await;
@@ -270,11 +283,11 @@ async fn a_waiter_is_woken_by_another_clients_release() {
     let name = "pes:wake";
     let holder = other.get_permit_expirable_semaphore(name);
     holder.try_set_permits(1).await.unwrap();
-    let id = holder.acquire(None).await.unwrap();
+    let id = holder.acquire().await.unwrap();
 
     let sem = waiter_client.get_permit_expirable_semaphore(name);
     let release = async { holder.release(&id).await.unwrap() };
-    let waiting = async move { sem.acquire(None).await };
+    let waiting = async move { sem.acquire().await };
     let got = woken_by_release(&server, &sem_channel(name), WAIT, waiting, release).await;
     let mut raw = server.conn().await;
     assert_eq!(
@@ -293,7 +306,8 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
 
     pause_writes(&mut raw, 1_000).await;
     let s = sem.clone();
-    let acquiring = tokio::spawn(async move { s.acquire(Some(Duration::from_secs(600))).await });
+    let acquiring =
+        tokio::spawn(async move { s.with_lease(Duration::from_secs(600)).acquire().await });
     assert!(
         script_parked(&server).await,
         "the acquire never reached the server"
@@ -309,11 +323,14 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
     assert!(held(&mut raw, name).await.is_empty());
 
     // A cancelled wait leaves nothing either (the listener is the channel's other subscriber).
-    let id = sem.acquire(None).await.unwrap();
+    let id = sem.acquire().await.unwrap();
     let s = sem.clone();
-    let waiting = parked_on(&server, &sem_channel(name), 2, async move {
-        s.acquire(None).await
-    })
+    let waiting = parked_on(
+        &server,
+        &sem_channel(name),
+        2,
+        async move { s.acquire().await },
+    )
     .await;
     waiting.abort();
     assert!(waiting.await.unwrap_err().is_cancelled());
@@ -326,16 +343,10 @@ async fn a_permit_taken_for_a_dropped_acquire_is_released() {
 async fn a_cancelled_wait_leaves_nothing_behind() {
     let name = "pes:cancel-wait";
     let (server, client, mut raw, sem) = pes_fixture(name, 1).await;
-    let holder = sem.acquire(None).await.unwrap();
+    let holder = sem.acquire().await.unwrap();
     let s = sem.clone();
     let channel = sem_channel(name);
-    cancelled_wait_unsubscribes(
-        &server,
-        &client,
-        &channel,
-        async move { s.acquire(None).await },
-    )
-    .await;
+    cancelled_wait_unsubscribes(&server, &client, &channel, async move { s.acquire().await }).await;
     // Only the holder's permit was ever taken; released, the pool is whole again.
     assert_eq!(held(&mut raw, name).await.len(), 1);
     sem.release(&holder).await.unwrap();
@@ -347,13 +358,13 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
 async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     let name = "pes:faults";
     let (mut server, client, _raw, sem) = pes_fixture(name, 1).await;
-    let holder = sem.acquire(None).await.unwrap();
+    let holder = sem.acquire().await.unwrap();
     let channel = sem_channel(name);
 
     // Subscriber connection killed: the waiter is resubscribed and woken by another client's
     // release of the holder's permit.
     let s = sem.clone();
-    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(None).await }).await;
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire().await }).await;
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
     other
@@ -376,7 +387,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
     // Server restarted empty (every permit gone with it): the waiter reconnects and takes the
     // permit set afterwards by another client.
     let s = sem.clone();
-    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(None).await }).await;
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire().await }).await;
     tokio::task::block_in_place(|| server.restart());
     assert!(
         channel_subscribers(&server, &channel, 1).await,
@@ -427,7 +438,11 @@ async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
     }
     assert_eq!(get_str(&mut raw, ours).await.as_deref(), Some("3"));
     // A TTL on the count is cleared, as Java's SET does; permits held keep their leases.
-    let held_id = sem.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let held_id = sem
+        .with_lease(Duration::from_secs(600))
+        .acquire()
+        .await
+        .unwrap();
     let _: () = raw.pexpire(ours, 60_000).await.unwrap();
     sem.add_permits(1).await.unwrap();
     assert_eq!(pttl(&mut raw, ours).await, -1);
@@ -437,9 +452,12 @@ async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
     // A waiter on an empty pool is woken by another client's add.
     sem.add_permits(-3).await.unwrap();
     let s = sem.clone();
-    let waiting = parked_on(&server, &sem_channel(ours), 2, async move {
-        s.acquire(None).await
-    })
+    let waiting = parked_on(
+        &server,
+        &sem_channel(ours),
+        2,
+        async move { s.acquire().await },
+    )
     .await;
     let other = server.client().await;
     other

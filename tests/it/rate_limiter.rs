@@ -44,13 +44,20 @@ async fn layout_is_redissons() {
 
     let keep = Duration::from_secs(120);
     assert!(rl
-        .try_set_rate(RateType::Overall, 3, Duration::from_secs(60), Some(keep))
+        .try_set_rate(
+            redisson_lock::RateLimiterConfig::new(RateType::Overall, 3, Duration::from_secs(60))
+                .with_keep_alive(keep)
+        )
         .await
         .unwrap());
     assert!(
-        !rl.try_set_rate(RateType::PerClient, 9, Duration::from_secs(1), None)
-            .await
-            .unwrap(),
+        !rl.try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::PerClient,
+            9,
+            Duration::from_secs(1)
+        ))
+        .await
+        .unwrap(),
         "set only once"
     );
     let hash: HashMap<String, String> = raw.hgetall(name).await.unwrap();
@@ -78,7 +85,7 @@ async fn layout_is_redissons() {
         Some("3")
     );
     let before = now_ms();
-    assert!(rl.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(rl.try_acquire_many(2).await.unwrap());
     let after = now_ms();
     assert_eq!(
         get_str(&mut raw, "{rl:layout}:value").await.as_deref(),
@@ -101,11 +108,11 @@ async fn layout_is_redissons() {
     }
 
     // Not enough left: refused, nothing taken.
-    assert!(!rl.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(!rl.try_acquire_many(2).await.unwrap());
     assert_eq!(rl.available_permits().await.unwrap(), 1);
     assert_eq!(takes(&mut raw, "{rl:layout}:permits").await.len(), 1);
     // More than the rate: Redisson's message, nothing taken.
-    let e = rl.try_acquire(4, Duration::ZERO).await.unwrap_err();
+    let e = rl.try_acquire_many(4).await.unwrap_err();
     assert!(e.is_rate_limiter_refused(), "{e:?}");
     assert!(e
         .to_string()
@@ -113,13 +120,13 @@ async fn layout_is_redissons() {
     assert_eq!(rl.available_permits().await.unwrap(), 1);
 
     // Release gives one back: the take keeps its score with one permit left.
-    rl.release(1).await.unwrap();
+    rl.release().await.unwrap();
     assert_eq!(rl.available_permits().await.unwrap(), 2);
     let t2 = takes(&mut raw, "{rl:layout}:permits").await;
     assert_eq!(t2.len(), 1, "{t2:?}");
     assert_eq!((t2[0].1, t2[0].2), (1, t[0].2));
     // The value never exceeds the rate.
-    rl.release(5).await.unwrap();
+    rl.release_many(5).await.unwrap();
     assert_eq!(rl.available_permits().await.unwrap(), 3);
     assert!(takes(&mut raw, "{rl:layout}:permits").await.is_empty());
 }
@@ -130,15 +137,22 @@ async fn the_window_reopens_after_the_interval_and_acquire_waits_for_it() {
     let rl = client.get_rate_limiter("rl:window");
     let interval = Duration::from_millis(1500);
     assert!(rl
-        .try_set_rate(RateType::Overall, 2, interval, None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            2,
+            interval
+        ))
         .await
         .unwrap());
     let first = Instant::now();
-    assert!(rl.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(rl.try_acquire_many(2).await.unwrap());
     // A short wait gives up: the window is full for about 1.5 s more.
-    assert!(!rl.try_acquire(1, Duration::from_millis(100)).await.unwrap());
+    assert!(!rl
+        .try_acquire_for(Duration::from_millis(100))
+        .await
+        .unwrap());
     // acquire sleeps the delay the script answers, and gets the permit once the window moved.
-    tokio::time::timeout(WAIT, rl.acquire(2))
+    tokio::time::timeout(WAIT, rl.acquire_many(2))
         .await
         .unwrap()
         .unwrap();
@@ -150,7 +164,7 @@ async fn the_window_reopens_after_the_interval_and_acquire_waits_for_it() {
     );
     assert_eq!(rl.available_permits().await.unwrap(), 0);
     // A wait long enough succeeds as well.
-    assert!(rl.try_acquire(1, WAIT).await.unwrap());
+    assert!(rl.try_acquire_for(WAIT).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,15 +174,16 @@ async fn per_client_windows_are_separate_and_set_rate_resets() {
     let a = client.get_rate_limiter(name);
     let b = other.get_rate_limiter(name);
     assert!(a
-        .try_set_rate(RateType::PerClient, 1, Duration::from_secs(60), None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::PerClient,
+            1,
+            Duration::from_secs(60)
+        ))
         .await
         .unwrap());
-    assert!(a.try_acquire(1, Duration::ZERO).await.unwrap());
-    assert!(!a.try_acquire(1, Duration::ZERO).await.unwrap());
-    assert!(
-        b.try_acquire(1, Duration::ZERO).await.unwrap(),
-        "b has its own window"
-    );
+    assert!(a.try_acquire().await.unwrap());
+    assert!(!a.try_acquire().await.unwrap());
+    assert!(b.try_acquire().await.unwrap(), "b has its own window");
     for c in [&client, &other] {
         let key = format!("{{{name}}}:permits:{}", c.id());
         assert_eq!(takes(&mut raw, &key).await.len(), 1, "{key}");
@@ -182,9 +197,13 @@ async fn per_client_windows_are_separate_and_set_rate_resets() {
     assert!(!exists(&mut raw, "{rl:per-client}:value").await);
 
     // set_rate replaces the configuration and this client's window.
-    a.set_rate(RateType::PerClient, 5, Duration::from_secs(10), None)
-        .await
-        .unwrap();
+    a.set_rate(redisson_lock::RateLimiterConfig::new(
+        RateType::PerClient,
+        5,
+        Duration::from_secs(10),
+    ))
+    .await
+    .unwrap();
     let c = a.config().await.unwrap().unwrap();
     assert_eq!(
         (c.rate_type, c.rate, c.interval),
@@ -201,28 +220,38 @@ async fn bad_input_is_refused_before_anything_is_sent() {
     let rl = client.get_rate_limiter("rl:bad");
     let s = Duration::from_secs(1);
     let bad = [
-        rl.try_set_rate(RateType::Overall, 0, s, None)
-            .await
-            .unwrap_err(),
-        rl.try_set_rate(RateType::Overall, 1, Duration::ZERO, None)
-            .await
-            .unwrap_err(),
-        rl.try_set_rate(RateType::Overall, 1 << 32, s, None)
-            .await
-            .unwrap_err(),
-        rl.try_set_rate(RateType::Overall, 1, s, Some(Duration::from_millis(999)))
-            .await
-            .unwrap_err(),
-        rl.set_rate(RateType::Overall, 0, s, None)
-            .await
-            .unwrap_err(),
-        rl.try_acquire(1 << 32, Duration::ZERO).await.unwrap_err(),
-        rl.release(1 << 32).await.unwrap_err(),
+        rl.try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            0,
+            s,
+        ))
+        .await
+        .unwrap_err(),
+        rl.try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            1,
+            Duration::ZERO,
+        ))
+        .await
+        .unwrap_err(),
+        rl.try_set_rate(
+            redisson_lock::RateLimiterConfig::new(RateType::Overall, 1, s)
+                .with_keep_alive(Duration::from_millis(999)),
+        )
+        .await
+        .unwrap_err(),
+        rl.set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            0,
+            s,
+        ))
+        .await
+        .unwrap_err(),
     ];
     for e in &bad {
         assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
     }
-    assert!(bad[3]
+    assert!(bad[2]
         .to_string()
         .contains("keepAliveTime should be greater than or equal to rateInterval"));
     let empty = client.get_rate_limiter("");
@@ -235,9 +264,9 @@ async fn bad_input_is_refused_before_anything_is_sent() {
     // Not configured: Redisson's message, and nothing written.
     assert_eq!(rl.config().await.unwrap(), None);
     for e in [
-        rl.try_acquire(1, Duration::ZERO).await.unwrap_err(),
+        rl.try_acquire().await.unwrap_err(),
         rl.available_permits().await.unwrap_err(),
-        rl.release(1).await.unwrap_err(),
+        rl.release().await.unwrap_err(),
     ] {
         assert!(e.is_rate_limiter_refused(), "{e:?}");
         assert!(
@@ -249,7 +278,62 @@ async fn bad_input_is_refused_before_anything_is_sent() {
     assert!(keys.is_empty(), "nothing written: {keys:?}");
     // A keep-alive equal to the interval is accepted.
     assert!(rl
-        .try_set_rate(RateType::Overall, 1, s, Some(s))
+        .try_set_rate(
+            redisson_lock::RateLimiterConfig::new(RateType::Overall, 1, s).with_keep_alive(s)
+        )
         .await
         .unwrap());
+}
+
+/// `delete` and the `RExpirable` trio cover every key Redisson's `delete`/`expire` name: the
+/// configuration, the OVERALL value and takes, and this client's PER_CLIENT value and takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_expiry_cover_every_key() {
+    use redisson_lock::{KeyTtl, RateLimiterConfig};
+    let name = "rl:ttl";
+    let (_server, client, mut raw) = fixture().await;
+    let rl = client.get_rate_limiter(name);
+    let window = Duration::from_secs(60);
+    assert_eq!(rl.remain_time_to_live().await.unwrap(), KeyTtl::NoKey);
+    assert!(!rl.expire(window).await.unwrap(), "nothing to expire yet");
+    rl.try_set_rate(RateLimiterConfig::new(RateType::Overall, 5, window))
+        .await
+        .unwrap();
+    assert!(rl.try_acquire().await.unwrap());
+    // A PER_CLIENT window next to the OVERALL one: five keys in all.
+    rl.set_rate(RateLimiterConfig::new(RateType::PerClient, 5, window))
+        .await
+        .unwrap();
+    assert!(rl.try_acquire_many(2).await.unwrap());
+    let mut keys: Vec<String> = raw.keys(format!("*{name}*")).await.unwrap();
+    keys.sort();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    for k in &keys {
+        assert_eq!(pttl(&mut raw, k).await, -1, "{k} has no TTL yet");
+    }
+
+    assert!(rl.expire(Duration::from_secs(3600)).await.unwrap());
+    for k in &keys {
+        let t = pttl(&mut raw, k).await;
+        assert!(t > 0 && t <= 3_600_000, "{k}: {t}");
+    }
+    assert!(matches!(
+        rl.remain_time_to_live().await.unwrap(),
+        KeyTtl::Expires(d) if d <= Duration::from_secs(3600)
+    ));
+    assert!(rl.clear_expire().await.unwrap());
+    for k in &keys {
+        assert_eq!(pttl(&mut raw, k).await, -1, "{k} kept a TTL");
+    }
+    assert_eq!(rl.remain_time_to_live().await.unwrap(), KeyTtl::NoExpiry);
+    let e = rl.expire(Duration::ZERO).await.unwrap_err();
+    assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
+
+    assert!(rl.delete().await.unwrap());
+    let left: Vec<String> = raw.keys(format!("*{name}*")).await.unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!rl.delete().await.unwrap(), "nothing left to delete");
+    assert_eq!(rl.config().await.unwrap(), None);
+    let e = rl.try_acquire().await.unwrap_err();
+    assert!(matches!(e, LockError::RateLimiter { .. }), "{e:?}");
 }

@@ -34,26 +34,29 @@ async fn permits_are_set_taken_released_drained_and_added() {
 
     assert_eq!(sem.available_permits().await.unwrap(), 0);
     // Zero permits: done at once, nothing written (as Redisson).
-    assert!(sem.try_acquire(0, Duration::ZERO).await.unwrap());
-    sem.release(0).await.unwrap();
+    assert!(sem.try_acquire_many(0).await.unwrap());
+    sem.release_many(0).await.unwrap();
     assert!(!exists(&mut raw, name).await);
     // A missing semaphore has no permits to take.
-    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
+    assert!(!sem.try_acquire().await.unwrap());
 
     assert!(sem.try_set_permits(3).await.unwrap());
     assert!(!sem.try_set_permits(7).await.unwrap(), "set only once");
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
-    assert!(sem.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(sem.try_acquire_many(2).await.unwrap());
     assert_eq!(sem.available_permits().await.unwrap(), 1);
-    assert!(!sem.try_acquire(2, Duration::from_millis(50)).await.unwrap());
+    assert!(!sem
+        .try_acquire_many_for(2, Duration::from_millis(50))
+        .await
+        .unwrap());
     assert_eq!(
         sem.available_permits().await.unwrap(),
         1,
         "a failed try takes nothing"
     );
-    sem.acquire(1).await.unwrap();
+    sem.acquire().await.unwrap();
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
-    sem.release(3).await.unwrap();
+    sem.release_many(3).await.unwrap();
     assert_eq!(sem.drain_permits().await.unwrap(), 3);
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
     sem.add_permits(-2).await.unwrap();
@@ -72,11 +75,11 @@ async fn bad_input_changes_nothing() {
     let mut messages = Listener::start(&server, &redisson::sem_channel(name)).await;
     let too_many = i32::MAX as u32 + 1;
 
-    let e = sem.release(too_many).await.unwrap_err();
+    let e = sem.release_many(too_many).await.unwrap_err();
     assert!(matches!(e, LockError::InvalidArgument(_)), "{e:?}");
-    let e = sem.try_acquire(too_many, Duration::ZERO).await.unwrap_err();
+    let e = sem.try_acquire_many(too_many).await.unwrap_err();
     assert!(e.is_invalid_argument(), "{e:?}");
-    let e = sem.acquire(u32::MAX).await.unwrap_err();
+    let e = sem.acquire_many(u32::MAX).await.unwrap_err();
     assert!(e.is_invalid_argument(), "{e:?}");
     let e = client
         .get_semaphore("")
@@ -89,13 +92,13 @@ async fn bad_input_changes_nothing() {
     let _: () = raw.hset("sem:hash", "f", 1).await.unwrap();
     let e = client
         .get_semaphore("sem:hash")
-        .try_acquire(1, Duration::ZERO)
+        .try_acquire()
         .await
         .unwrap_err();
     assert!(e.is_wrong_type(), "{e:?}");
 
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("2"));
-    sem.release(1).await.unwrap();
+    sem.release().await.unwrap();
     // The only message is the valid release's.
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert!(messages.drain().is_empty());
@@ -110,11 +113,11 @@ async fn a_waiter_is_woken_by_another_clients_release() {
 
     // One permit is not enough: the waiter tries again and keeps waiting for the second.
     let releases = async {
-        releaser.get_semaphore(name).release(1).await.unwrap();
-        releaser.get_semaphore(name).release(1).await.unwrap();
+        releaser.get_semaphore(name).release().await.unwrap();
+        releaser.get_semaphore(name).release().await.unwrap();
     };
     let channel = redisson::sem_channel(name);
-    let waiting = async move { sem.acquire(2).await };
+    let waiting = async move { sem.acquire_many(2).await };
     woken_by_release(&server, &channel, WAIT, waiting, releases).await;
     let mut raw = server.conn().await;
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("0"));
@@ -127,14 +130,14 @@ async fn a_release_wakes_as_many_waiters_as_it_frees_permits() {
     let sem = client.get_semaphore(name);
     sem.try_set_permits(0).await.unwrap();
     // Load the acquire script, then count its runs from zero.
-    assert!(!sem.try_acquire(1, Duration::ZERO).await.unwrap());
+    assert!(!sem.try_acquire().await.unwrap());
     let mut raw = server.conn().await;
     reset_stats(&server).await;
     // Three local waiters share one subscription. Each tries once, subscribes, registers for
     // wake-ups and tries again: after six tries all three are parked.
     let waiters = park(&server, 3, "evalsha", 6, || {
         let sem = sem.clone();
-        async move { sem.acquire(1).await }
+        async move { sem.acquire().await }
     })
     .await;
     let channel = redisson::sem_channel(name);
@@ -169,7 +172,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
     assert_eq!(sem.available_permits().await.unwrap(), 3);
     // Our release publishes what Java's does: the new count.
-    sem.release(2).await.unwrap();
+    sem.release_many(2).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("5"));
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("5"));
     // Our add_permits leaves what Java's addPermits leaves, and publishes the same.
@@ -180,7 +183,7 @@ async fn java_and_rust_read_and_write_the_same_layout() {
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
     // Drain: both set 0 and return the old count; no message.
     assert_eq!(sem.drain_permits().await.unwrap(), 3);
-    sem.release(2).await.unwrap();
+    sem.release_many(2).await.unwrap();
     assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
     let old = eval(&mut raw, redisson::SEM_DRAIN, &[name], &[]).await;
     assert_eq!(old, redis::Value::BulkString(b"2".to_vec()));
@@ -201,15 +204,9 @@ async fn a_cancelled_wait_leaves_nothing_behind() {
     let (server, client, mut raw, sem) = semaphore_fixture(name, 0).await;
     let s = sem.clone();
     let channel = redisson::sem_channel(name);
-    cancelled_wait_unsubscribes(
-        &server,
-        &client,
-        &channel,
-        async move { s.acquire(1).await },
-    )
-    .await;
+    cancelled_wait_unsubscribes(&server, &client, &channel, async move { s.acquire().await }).await;
     // Nothing was taken: one release makes one permit.
-    sem.release(1).await.unwrap();
+    sem.release().await.unwrap();
     assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("1"));
 }
 
@@ -223,7 +220,7 @@ async fn permits_taken_for_a_dropped_acquire_are_given_back() {
 
     pause_writes(&mut raw, 1_000).await;
     let s = sem.clone();
-    let acquiring = tokio::spawn(async move { s.acquire(2).await });
+    let acquiring = tokio::spawn(async move { s.acquire_many(2).await });
     // Drop it once its script is parked on the server.
     assert!(
         script_parked(&server).await,
@@ -245,10 +242,10 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 
     // Subscriber connection killed: the waiter is resubscribed and woken by a later release.
     let s = sem.clone();
-    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(1).await }).await;
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire().await }).await;
     kill_and_resubscribe(&server, &client, &channel).await;
     let other = server.client().await;
-    other.get_semaphore(name).release(1).await.unwrap();
+    other.get_semaphore(name).release().await.unwrap();
     finished(
         waiting,
         WAIT,
@@ -258,7 +255,7 @@ async fn a_waiter_survives_a_subscriber_kill_and_a_server_restart() {
 
     // Server restarted empty: the waiter reconnects and takes the permits set afterwards.
     let s = sem.clone();
-    let waiting = parked_on(&server, &channel, 1, async move { s.acquire(1).await }).await;
+    let waiting = parked_on(&server, &channel, 1, async move { s.acquire().await }).await;
     tokio::task::block_in_place(|| server.restart());
     assert!(
         channel_subscribers(&server, &channel, 1).await,
@@ -296,7 +293,7 @@ async fn synchronizers_on_a_cluster() {
     for name in SPLIT_NAMES {
         let sem = a.get_semaphore(name);
         assert_invalid(sem.try_set_permits(1).await, name);
-        assert_invalid(sem.release(1).await, name);
+        assert_invalid(sem.release().await, name);
         let pes = a.get_permit_expirable_semaphore(name);
         assert_invalid(pes.try_set_permits(1).await, name);
         assert_invalid(pes.available_permits().await, name);
@@ -317,9 +314,9 @@ async fn synchronizers_on_a_cluster() {
     let sem = a.get_semaphore("cl-sem");
     assert!(sem.try_set_permits(0).await.unwrap());
     let waiting_sem = b.get_semaphore("cl-sem");
-    let waiter = tokio::spawn(async move { waiting_sem.acquire(1).await });
+    let waiter = tokio::spawn(async move { waiting_sem.acquire().await });
     assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
-    sem.release(1).await.unwrap();
+    sem.release().await.unwrap();
     finished(waiter, WAIT, "semaphore waiter not woken by SPUBLISH").await;
 
     // Count-down latch: b waits, a counts down to zero.
@@ -334,9 +331,9 @@ async fn synchronizers_on_a_cluster() {
     // Permit-expirable semaphore (a hash-tagged name): b waits, a releases its permit.
     let pes = a.get_permit_expirable_semaphore("{cl}:pes");
     assert!(pes.try_set_permits(1).await.unwrap());
-    let id = pes.acquire(None).await.unwrap();
+    let id = pes.acquire().await.unwrap();
     let waiting_pes = b.get_permit_expirable_semaphore("{cl}:pes");
-    let waiter = tokio::spawn(async move { waiting_pes.acquire(None).await });
+    let waiter = tokio::spawn(async move { waiting_pes.acquire().await });
     assert!(eventually(WAIT, || async { b.stats().subscribed_channels == 1 }).await);
     pes.release(&id).await.unwrap();
     let got = finished(waiter, WAIT, "permit waiter not woken by SPUBLISH").await;
@@ -360,7 +357,7 @@ async fn a_release_between_the_try_and_the_wait_is_not_missed() {
     // Each: a try, a subscription, then the wait loop's first try.
     let waiters = park(&server, 3, "evalsha", 6, || {
         let sem = client.get_semaphore(name);
-        async move { sem.acquire(1).await }
+        async move { sem.acquire().await }
     })
     .await;
     java_sem(&mut raw, redisson::SEM_RELEASE, name, &["3"]).await;

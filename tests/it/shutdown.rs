@@ -81,11 +81,7 @@ async fn a_waiter_elsewhere_gets_a_reentered_lock_at_once() {
     let refused = a.get_lock("sd:new").try_lock_for(LEASE).await.unwrap_err();
     assert!(refused.is_shut_down(), "{refused:?}");
     assert!(!raw.exists::<_, bool>("sd:new").await.unwrap());
-    let refused = a
-        .get_semaphore("sd:sem")
-        .try_acquire(1, Duration::ZERO)
-        .await
-        .unwrap_err();
+    let refused = a.get_semaphore("sd:sem").try_acquire().await.unwrap_err();
     assert!(matches!(refused, LockError::ShutDown), "{refused:?}");
     // The released guards have nothing left to release.
     assert!(inner.unlock().await.unwrap_err().is_lease_lost());
@@ -185,7 +181,7 @@ async fn this_clients_waits_end_and_other_holds_stay() {
         &server,
         &format!("redisson_sc:{}", tagged("sd:s")),
         1,
-        async move { sem.try_acquire(1, LEASE).await },
+        async move { sem.try_acquire_for(LEASE).await },
     )
     .await;
     assert_eq!(
@@ -292,17 +288,17 @@ async fn this_clients_permits_are_given_back() {
     let mut raw = server.conn().await;
     let slots = a.get_permit_expirable_semaphore("sd:pes");
     assert!(slots.try_set_permits(3).await.unwrap());
-    let released = slots.acquire(Some(LEASE)).await.unwrap();
+    let released = slots.with_lease(LEASE).acquire().await.unwrap();
     slots.release(&released).await.unwrap();
-    let _leased = slots.acquire(Some(LEASE)).await.unwrap();
-    let _forever = slots.acquire(None).await.unwrap();
-    let _third = slots.acquire(Some(LEASE)).await.unwrap();
+    let _leased = slots.with_lease(LEASE).acquire().await.unwrap();
+    let _forever = slots.acquire().await.unwrap();
+    let _third = slots.with_lease(LEASE).acquire().await.unwrap();
     assert_eq!(slots.available_permits().await.unwrap(), 0);
 
     let other = b.get_permit_expirable_semaphore("sd:pes");
     let channel = format!("redisson_sc:{}", tagged("sd:pes"));
     let waiting = parked_on(&server, &channel, 1, async move {
-        let id = other.try_acquire(LEASE, Some(LEASE)).await?;
+        let id = other.with_lease(LEASE).try_acquire_for(LEASE).await?;
         Ok::<_, LockError>((Instant::now(), id))
     })
     .await;

@@ -51,8 +51,8 @@ async fn try_set_permits_with_a_ttl() {
     assert_eq!(get(&mut raw, name).await, Some(3));
     assert!(listener.next(QUIET).await.is_none());
     // Acquires and releases keep the TTL (DECRBY / INCRBY).
-    sem.acquire(2).await.unwrap();
-    sem.release(1).await.unwrap();
+    sem.acquire_many(2).await.unwrap();
+    sem.release().await.unwrap();
     assert_eq!(get(&mut raw, name).await, Some(2));
     assert!(about_an_hour(pttl(&mut raw, name).await));
     // The key really goes when the TTL ends.
@@ -105,7 +105,7 @@ async fn release_if_exists_never_creates_the_semaphore() {
     let _: () = raw.set(name, 0).await.unwrap();
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.try_acquire(1, Duration::from_secs(30)).await })
+        tokio::spawn(async move { sem.try_acquire_for(Duration::from_secs(30)).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(sem.release_if_exists(1).await.unwrap());
@@ -131,7 +131,7 @@ async fn expire_clear_expire_and_remain_time_to_live() {
     sem.try_set_permits(2).await.unwrap();
     latch.try_set_count(2).await.unwrap();
     pes.try_set_permits(2).await.unwrap();
-    let id = pes.acquire(None).await.unwrap();
+    let id = pes.acquire().await.unwrap();
     for (what, ttl) in [
         ("sem", sem.remain_time_to_live().await.unwrap()),
         ("latch", latch.remain_time_to_live().await.unwrap()),

@@ -94,15 +94,15 @@ async fn every_lock_kind_waits_and_renews_over_mutual_tls() {
     take_and_release(&a.get_spin_lock("tls:spin")).await;
     let sem = a.get_semaphore("tls:sem");
     assert!(sem.try_set_permits(1).await.unwrap());
-    sem.acquire(1).await.unwrap();
-    sem.release(1).await.unwrap();
+    sem.acquire().await.unwrap();
+    sem.release().await.unwrap();
     let latch = a.get_count_down_latch("tls:latch");
     assert!(latch.try_set_count(1).await.unwrap());
     latch.count_down().await.unwrap();
-    assert!(latch.wait_timeout(Duration::from_secs(10)).await.unwrap());
+    assert!(latch.wait_for(Duration::from_secs(10)).await.unwrap());
     let permits = a.get_permit_expirable_semaphore("tls:permits");
     assert!(permits.try_set_permits(1).await.unwrap());
-    let id = permits.acquire(None).await.unwrap();
+    let id = permits.acquire().await.unwrap();
     permits.release(&id).await.unwrap();
 
     // Every connection of both clients, the subscribers included, is on the TLS port.

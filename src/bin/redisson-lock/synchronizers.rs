@@ -203,14 +203,7 @@ pub async fn rate_limiter(target: &Target, action: RateLimiterAction, json: bool
              from here would start only this tool's"
         )));
     }
-    limiter
-        .set_rate(
-            config.rate_type,
-            config.rate,
-            config.interval,
-            config.keep_alive,
-        )
-        .await?;
+    limiter.set_rate(config).await?;
     let count = limiter.available_permits().await?;
     let outcome = Outcome {
         name: &name,

@@ -71,8 +71,12 @@ async fn inspect_tells_the_synchronizers_apart() {
 
     let pes = client.get_permit_expirable_semaphore("cli:pes");
     assert!(pes.try_set_permits(3).await.unwrap());
-    let leased = pes.acquire(Some(Duration::from_secs(600))).await.unwrap();
-    let forever = pes.acquire(None).await.unwrap();
+    let leased = pes
+        .with_lease(Duration::from_secs(600))
+        .acquire()
+        .await
+        .unwrap();
+    let forever = pes.acquire().await.unwrap();
     let v = json(args(&server, &["inspect", "cli:pes"])).await;
     assert_eq!(v["kind"], "permit_semaphore");
     assert_eq!(v["count"], 1);
@@ -105,7 +109,7 @@ async fn inspect_tells_the_synchronizers_apart() {
     let sem = client.get_semaphore("cli:sem");
     sem.try_set_permits(0).await.unwrap();
     let s = sem.clone();
-    let sem_waiter = tokio::spawn(async move { s.acquire(1).await });
+    let sem_waiter = tokio::spawn(async move { s.acquire().await });
     let latch = client.get_count_down_latch("cli:latch");
     latch.try_set_count(2).await.unwrap();
     let l = latch.clone();
@@ -149,7 +153,7 @@ async fn inspect_tells_the_synchronizers_apart() {
         "{kinds:?}"
     );
 
-    sem.release(1).await.unwrap();
+    sem.release().await.unwrap();
     latch.count_down().await.unwrap();
     latch.count_down().await.unwrap();
     finished(sem_waiter, WAIT, "semaphore waiter").await;

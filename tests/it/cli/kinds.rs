@@ -76,7 +76,8 @@ async fn synchronizer_ttls_and_batches_show_in_inspect() {
     let gpus = client.get_permit_expirable_semaphore("cli:ttl-pes");
     gpus.try_set_permits(3).await.unwrap();
     let ids = gpus
-        .acquire_many(2, Some(Duration::from_secs(600)))
+        .with_lease(Duration::from_secs(600))
+        .acquire_many(2)
         .await
         .unwrap();
     assert!(gpus.expire(Duration::from_secs(3600)).await.unwrap());
@@ -101,10 +102,14 @@ async fn a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alo
     let (server, client) = with_client().await;
     let limiter = client.get_rate_limiter("cli:rate");
     assert!(limiter
-        .try_set_rate(RateType::Overall, 5, Duration::from_secs(60), None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            5,
+            Duration::from_secs(60)
+        ))
         .await
         .unwrap());
-    assert!(limiter.try_acquire(2, Duration::ZERO).await.unwrap());
+    assert!(limiter.try_acquire_many(2).await.unwrap());
     let v = json(args(&server, &["inspect", "cli:rate"])).await;
     assert_eq!(v["kind"], "rate_limiter", "{v}");
     assert_eq!(v["value"]["rate"], 5, "{v}");
@@ -134,7 +139,11 @@ async fn a_rate_limiter_shows_its_rate_and_window_and_force_unlock_leaves_it_alo
     // A PER_CLIENT limiter has a window per client: no shared count is shown.
     let per_client = client.get_rate_limiter("cli:rate-pc");
     assert!(per_client
-        .try_set_rate(RateType::PerClient, 2, Duration::from_secs(60), None)
+        .try_set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::PerClient,
+            2,
+            Duration::from_secs(60)
+        ))
         .await
         .unwrap());
     let v = json(args(&server, &["inspect", "cli:rate-pc"])).await;

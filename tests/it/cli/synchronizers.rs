@@ -27,7 +27,11 @@ async fn semaphore_and_permit_semaphore_permits_are_set_added_and_released() {
 
     let pes = client.get_permit_expirable_semaphore("cli:pes-w");
     assert!(pes.try_set_permits(2).await.unwrap());
-    let id = pes.acquire(Some(Duration::from_secs(600))).await.unwrap();
+    let id = pes
+        .with_lease(Duration::from_secs(600))
+        .acquire()
+        .await
+        .unwrap();
     assert_eq!(pes.available_permits().await.unwrap(), 1);
     let release = args(
         &server,
@@ -94,10 +98,14 @@ async fn rate_limiter_reset_starts_a_fresh_window() {
     let (server, client) = with_client().await;
     let limiter = client.get_rate_limiter("cli:rate-w");
     limiter
-        .set_rate(RateType::Overall, 2, Duration::from_secs(3600), None)
+        .set_rate(redisson_lock::RateLimiterConfig::new(
+            RateType::Overall,
+            2,
+            Duration::from_secs(3600),
+        ))
         .await
         .unwrap();
-    limiter.acquire(2).await.unwrap();
+    limiter.acquire_many(2).await.unwrap();
     assert_eq!(limiter.available_permits().await.unwrap(), 0);
     let v = json(args(&server, &["rate-limiter", "reset", "cli:rate-w"])).await;
     assert_eq!(v["count"], 2);

@@ -152,7 +152,7 @@ async fn synchronizer_queries_match_what_redis_holds() {
         }
     };
     assert_eq!(sem.available_permits().await.unwrap(), 70_000);
-    sem.acquire(3).await.unwrap();
+    sem.acquire_many(3).await.unwrap();
     assert_eq!(
         sem.available_permits().await.unwrap(),
         get(&mut raw, "q:sem").await
@@ -177,7 +177,7 @@ async fn synchronizer_queries_match_what_redis_holds() {
     assert!(pes.try_set_permits(4).await.unwrap());
     for lease in LEASES {
         let before = now_ms();
-        let id = pes.acquire(Some(lease)).await.unwrap();
+        let id = pes.with_lease(lease).acquire().await.unwrap();
         let after = now_ms();
         let score: f64 = raw
             .zscore(pes_timeouts("q:pes"), unhex(id.as_str()))

@@ -203,26 +203,26 @@ async fn park_all(
     let s = client.get_semaphore(sem.as_str());
     tasks.push(tokio::spawn(async move {
         match wait {
-            Some(w) => assert!(!s.try_acquire(1, w).await.unwrap()),
+            Some(w) => assert!(!s.try_acquire_for(w).await.unwrap()),
             None => {
-                s.acquire(1).await.unwrap();
-                s.release(1).await.unwrap();
+                s.acquire().await.unwrap();
+                s.release().await.unwrap();
             }
         }
     }));
     let cdl = client.get_count_down_latch(latch.as_str());
     tasks.push(tokio::spawn(async move {
         match wait {
-            Some(w) => assert!(!cdl.wait_timeout(w).await.unwrap()),
+            Some(w) => assert!(!cdl.wait_for(w).await.unwrap()),
             None => cdl.wait().await.unwrap(),
         }
     }));
     let p = client.get_permit_expirable_semaphore(pes.as_str());
     tasks.push(tokio::spawn(async move {
         match wait {
-            Some(w) => assert!(p.try_acquire(w, None).await.unwrap().is_none()),
+            Some(w) => assert!(p.try_acquire_for(w).await.unwrap().is_none()),
             None => {
-                let id = p.acquire(None).await.unwrap();
+                let id = p.acquire().await.unwrap();
                 p.release(&id).await.unwrap();
             }
         }
@@ -234,7 +234,7 @@ async fn park_all(
         held_l2.unlock().await.unwrap();
         held_f.unlock().await.unwrap();
         held_w.unlock().await.unwrap();
-        holder.get_semaphore(sem.as_str()).release(1).await.unwrap();
+        holder.get_semaphore(sem.as_str()).release().await.unwrap();
         holder
             .get_count_down_latch(latch.as_str())
             .count_down()

@@ -456,7 +456,7 @@ async fn a_semaphore_waiter_refused_on_a_resubscription_is_told() {
     };
     let sem_waiter = {
         let sem = client.get_semaphore(sem_name);
-        tokio::spawn(async move { sem.try_acquire(1, PATIENCE).await })
+        tokio::spawn(async move { sem.try_acquire_for(PATIENCE).await })
     };
     for c in &granted {
         let ok = eventually(WITHIN, || async { numsub_on(&server, c).await == 1 }).await;

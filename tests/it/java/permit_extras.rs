@@ -21,7 +21,11 @@ async fn permit_totals_lease_times_and_release_lists_across_the_fence() {
         let pes = client.get_permit_expirable_semaphore(&name);
         assert!(pes.try_set_permits(6).await.unwrap(), "{v}");
         // One permit on each side, leased a minute.
-        let ours = pes.acquire(Some(Duration::from_secs(60))).await.unwrap();
+        let ours = pes
+            .with_lease(Duration::from_secs(60))
+            .acquire()
+            .await
+            .unwrap();
         let theirs = peer.ok("a", &format!("pes.acquire {name} 60000")).await;
         let theirs_id = PermitId::parse(&theirs).unwrap();
 
@@ -74,8 +78,8 @@ async fn permit_totals_lease_times_and_release_lists_across_the_fence() {
             "{v}"
         );
         // Java releases a list of our ids.
-        let x = pes.acquire(None).await.unwrap();
-        let y = pes.acquire(None).await.unwrap();
+        let x = pes.acquire().await.unwrap();
+        let y = pes.acquire().await.unwrap();
         let cmd = format!("pes.tryreleasemany {name} {x},{y}");
         if let Some(n) = newer(&peer, &cmd).await {
             assert_eq!(n, "2", "{v}");
@@ -107,7 +111,8 @@ async fn permit_totals_lease_times_and_release_lists_across_the_fence() {
             pes.release_many(&ids).await.unwrap();
         }
         let ids = pes
-            .acquire_many(3, Some(Duration::from_secs(60)))
+            .with_lease(Duration::from_secs(60))
+            .acquire_many(3)
             .await
             .unwrap();
         assert_eq!(

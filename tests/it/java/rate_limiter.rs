@@ -39,7 +39,11 @@ async fn a_rate_set_by_one_side_is_read_by_the_other() {
         assert_eq!((c.rate, c.interval), (5, Duration::from_secs(60)), "{v}");
         assert_eq!(c.keep_alive, Some(Duration::from_secs(120)), "{v}");
         assert!(!rl
-            .try_set_rate(RateType::PerClient, 1, Duration::from_secs(1), None)
+            .try_set_rate(redisson_lock::RateLimiterConfig::new(
+                RateType::PerClient,
+                1,
+                Duration::from_secs(1)
+            ))
             .await
             .unwrap());
 
@@ -47,7 +51,11 @@ async fn a_rate_set_by_one_side_is_read_by_the_other() {
         let name = format!("jrl:cfg-rust:{v}");
         let rl = client.get_rate_limiter(&name);
         assert!(rl
-            .try_set_rate(RateType::PerClient, 7, Duration::from_secs(30), None)
+            .try_set_rate(redisson_lock::RateLimiterConfig::new(
+                RateType::PerClient,
+                7,
+                Duration::from_secs(30)
+            ))
             .await
             .unwrap());
         let java = peer.ok("a", &format!("rl.config {name}")).await;
@@ -85,13 +93,13 @@ async fn permits_taken_by_one_side_are_gone_for_the_other() {
         both_see(&peer, &rl, 5, &v).await;
         assert!(peer.bool("a", &format!("rl.tryacquire {name} 2 0")).await);
         both_see(&peer, &rl, 3, &v).await;
-        assert!(rl.try_acquire(2, Duration::ZERO).await.unwrap(), "{v}");
+        assert!(rl.try_acquire_many(2).await.unwrap(), "{v}");
         both_see(&peer, &rl, 1, &v).await;
         // Neither can take more than is left.
-        assert!(!rl.try_acquire(2, Duration::ZERO).await.unwrap(), "{v}");
+        assert!(!rl.try_acquire_many(2).await.unwrap(), "{v}");
         assert!(!peer.bool("a", &format!("rl.tryacquire {name} 2 0")).await);
         // Our release gives back to Java's window: the oldest take (Java's) first.
-        rl.release(2).await.unwrap();
+        rl.release_many(2).await.unwrap();
         both_see(&peer, &rl, 3, &v).await;
         assert!(peer.bool("a", &format!("rl.tryacquire {name} 3 0")).await);
         both_see(&peer, &rl, 0, &v).await;
@@ -100,7 +108,7 @@ async fn permits_taken_by_one_side_are_gone_for_the_other() {
             .call("a", &format!("rl.tryacquire {name} 6 0"))
             .await
             .unwrap_err();
-        let rust = rl.try_acquire(6, Duration::ZERO).await.unwrap_err();
+        let rust = rl.try_acquire_many(6).await.unwrap_err();
         assert!(rust.is_rate_limiter_refused(), "{v}: {rust:?}");
         assert!(
             java.message
@@ -121,7 +129,11 @@ async fn the_limit_holds_across_both_sides_within_one_interval() {
         let name = format!("jrl:burst:{v}");
         let rl = client.get_rate_limiter(&name);
         assert!(rl
-            .try_set_rate(RateType::Overall, 10, Duration::from_secs(60), None)
+            .try_set_rate(redisson_lock::RateLimiterConfig::new(
+                RateType::Overall,
+                10,
+                Duration::from_secs(60)
+            ))
             .await
             .unwrap());
         let rust = {
@@ -129,7 +141,7 @@ async fn the_limit_holds_across_both_sides_within_one_interval() {
             tokio::spawn(async move {
                 let mut n = 0;
                 for _ in 0..15 {
-                    n += usize::from(rl.try_acquire(1, Duration::ZERO).await.unwrap());
+                    n += usize::from(rl.try_acquire().await.unwrap());
                 }
                 n
             })
@@ -153,7 +165,7 @@ async fn the_limit_holds_across_both_sides_within_one_interval() {
         );
         let java_took = Instant::now();
         assert!(peer.bool("a", &format!("rl.tryacquire {name} 2 0")).await);
-        tokio::time::timeout(WAIT, rl.acquire(2))
+        tokio::time::timeout(WAIT, rl.acquire_many(2))
             .await
             .unwrap()
             .unwrap();

@@ -120,7 +120,7 @@ async fn expire_and_clear_expire_across_the_fence() {
         let timeouts = format!("{{{name}}}:timeout");
         let pes = client.get_permit_expirable_semaphore(&name);
         pes.try_set_permits(2).await.unwrap();
-        let _id = pes.acquire(None).await.unwrap();
+        let _id = pes.acquire().await.unwrap();
         assert!(
             peer.bool("a", &format!("expire pes {name} 3600000")).await,
             "{v}"

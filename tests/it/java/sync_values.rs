@@ -30,21 +30,21 @@ async fn semaphore_permits_agree_after_mixed_acquires_and_releases() {
         assert!(peer.bool("a", &format!("sem.trysetpermits {name} 5")).await);
         assert!(!sem.try_set_permits(9).await.unwrap(), "{v}: already set");
         both_see(&peer, "sem", &name, avail().await, 5, &v).await;
-        sem.acquire(2).await.unwrap();
+        sem.acquire_many(2).await.unwrap();
         both_see(&peer, "sem", &name, avail().await, 3, &v).await;
         assert!(peer.bool("a", &format!("sem.acquire {name} 1")).await);
         both_see(&peer, "sem", &name, avail().await, 2, &v).await;
-        sem.release(3).await.unwrap();
+        sem.release_many(3).await.unwrap();
         both_see(&peer, "sem", &name, avail().await, 5, &v).await;
         assert!(peer.bool("a", &format!("sem.release {name} 2")).await);
         both_see(&peer, "sem", &name, avail().await, 7, &v).await;
         // Neither can take more than there is; each can take exactly all of it.
-        assert!(!sem.try_acquire(8, Duration::ZERO).await.unwrap(), "{v}");
+        assert!(!sem.try_acquire_many(8).await.unwrap(), "{v}");
         assert!(!peer.bool("a", &format!("sem.tryacquire {name} 8 0")).await);
         assert!(peer.bool("a", &format!("sem.tryacquire {name} 7 0")).await);
         both_see(&peer, "sem", &name, avail().await, 0, &v).await;
-        sem.release(7).await.unwrap();
-        assert!(sem.try_acquire(7, Duration::ZERO).await.unwrap(), "{v}");
+        sem.release_many(7).await.unwrap();
+        assert!(sem.try_acquire_many(7).await.unwrap(), "{v}");
         both_see(&peer, "sem", &name, avail().await, 0, &v).await;
     }
 }
@@ -65,7 +65,11 @@ async fn permit_ids_released_across_the_fence_and_permits_agree() {
 
         // A Java permit (no lease) and a Rust permit (60 s lease).
         let java_id = peer.ok("a", &format!("pes.acquire {name} -1")).await;
-        let rust_id = pes.acquire(Some(Duration::from_secs(60))).await.unwrap();
+        let rust_id = pes
+            .with_lease(Duration::from_secs(60))
+            .acquire()
+            .await
+            .unwrap();
         both_see(&peer, "pes", &name, avail().await, 1, &v).await;
 
         // Each side releases the other's id.
@@ -101,7 +105,7 @@ async fn permit_ids_released_across_the_fence_and_permits_agree() {
 
         // A short Java lease runs out: both sides count the permit back.
         let _short = peer.ok("a", &format!("pes.acquire {name} 1500")).await;
-        let _long = pes.acquire(None).await.unwrap();
+        let _long = pes.acquire().await.unwrap();
         assert!(avail().await <= 1, "{v}");
         let back = eventually(Duration::from_secs(30), || async { avail().await == 2 }).await;
         assert!(
@@ -144,12 +148,12 @@ async fn latch_count_agrees() {
         latch.count_down().await.unwrap();
         count(1).await;
         assert!(!peer.bool("a", &format!("latch.await {name} 0")).await);
-        assert!(!latch.wait_timeout(Duration::ZERO).await.unwrap(), "{v}");
+        assert!(!latch.wait_for(Duration::ZERO).await.unwrap(), "{v}");
         assert!(peer.bool("a", &format!("latch.countdown {name}")).await);
         count(0).await;
         // Open for both, and a count-down past zero leaves it at zero.
         assert!(peer.bool("a", &format!("latch.await {name} 0")).await);
-        assert!(latch.wait_timeout(Duration::ZERO).await.unwrap(), "{v}");
+        assert!(latch.wait_for(Duration::ZERO).await.unwrap(), "{v}");
         latch.count_down().await.unwrap();
         count(0).await;
         // Zero means it can be set again, from either side.

@@ -46,14 +46,14 @@ async fn semaphore_release_wakes_the_other_side() {
         let name = format!("isw:j2r:{v}");
         let sem = client.get_semaphore(&name);
         assert!(sem.try_set_permits(1).await.unwrap(), "{v}");
-        sem.acquire(1).await.unwrap(); // warm-up of the acquire script
-        sem.release(1).await.unwrap();
+        sem.acquire().await.unwrap(); // warm-up of the acquire script
+        sem.release().await.unwrap();
         assert!(peer.bool("h", &format!("sem.tryacquire {name} 1 0")).await);
         reset_stats(&server).await;
         let waiter = tokio::spawn({
             let sem = sem.clone();
             async move {
-                let got = sem.try_acquire(1, WAIT).await.unwrap();
+                let got = sem.try_acquire_for(WAIT).await.unwrap();
                 (got, Instant::now())
             }
         });
@@ -71,7 +71,7 @@ async fn semaphore_release_wakes_the_other_side() {
         assert!(peer.bool("w", &format!("sem.trysetpermits {name} 1")).await);
         assert!(peer.bool("w", &format!("sem.tryacquire {name} 1 0")).await); // warm-up
         assert!(peer.bool("w", &format!("sem.release {name} 1")).await);
-        sem.acquire(1).await.unwrap();
+        sem.acquire().await.unwrap();
         reset_stats(&server).await;
         let reply = peer.send(
             "w",
@@ -79,7 +79,7 @@ async fn semaphore_release_wakes_the_other_side() {
         );
         parked(&server, &sem_channel(&name), &SCRIPTS, &v).await;
         let released = Instant::now();
-        sem.release(1).await.unwrap();
+        sem.release().await.unwrap();
         assert_eq!(reply.await, Ok("true".to_owned()), "{v}: the Java waiter");
         in_time(released, Instant::now(), &format!("{v} rust->java"));
         assert_eq!(sem.available_permits().await.unwrap(), 0, "{v}");
@@ -97,7 +97,7 @@ async fn permit_semaphore_release_wakes_the_other_side() {
         let name = format!("ipw:j2r:{v}");
         let pes = client.get_permit_expirable_semaphore(&name);
         assert!(pes.try_set_permits(1).await.unwrap(), "{v}");
-        let warm = pes.acquire(None).await.unwrap(); // warm-up of the acquire script
+        let warm = pes.acquire().await.unwrap(); // warm-up of the acquire script
         pes.release(&warm).await.unwrap();
         let id = peer
             .ok(
@@ -109,7 +109,7 @@ async fn permit_semaphore_release_wakes_the_other_side() {
         let waiter = tokio::spawn({
             let pes = pes.clone();
             async move {
-                let got = pes.try_acquire(WAIT, None).await.unwrap();
+                let got = pes.try_acquire_for(WAIT).await.unwrap();
                 (got, Instant::now())
             }
         });
@@ -131,7 +131,7 @@ async fn permit_semaphore_release_wakes_the_other_side() {
             peer.bool("w", &format!("pes.tryrelease {name} {warm}"))
                 .await
         );
-        let held: PermitId = pes.acquire(Some(HOLDER_LEASE)).await.unwrap();
+        let held: PermitId = pes.with_lease(HOLDER_LEASE).acquire().await.unwrap();
         reset_stats(&server).await;
         let reply = peer.send(
             "w",
@@ -163,7 +163,7 @@ async fn latch_count_down_wakes_the_other_side() {
         let waiter = tokio::spawn({
             let latch = latch.clone();
             async move {
-                let open = latch.wait_timeout(WAIT).await.unwrap();
+                let open = latch.wait_for(WAIT).await.unwrap();
                 (open, Instant::now())
             }
         });
