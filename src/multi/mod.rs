@@ -402,8 +402,9 @@ impl<P: QuorumPolicy> MultiLock<P> {
         self.check(lease)?;
         let n = self.locks.len();
         let required = self.required();
-        // Bind every member to its owner now: all of them act for the caller.
-        let locks: Vec<RLock> = self.locks.iter().map(|l| l.with_owner(l.owner())).collect();
+        // Bind every member to its owner now: all of them act for the caller (a default owner
+        // stays refused re-entry, as a plain lock's is).
+        let locks: Vec<RLock> = self.locks.iter().map(|l| l.pinned()).collect();
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let base_wait = BASE_WAIT_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
         loop {
