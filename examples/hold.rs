@@ -88,7 +88,8 @@ async fn twice<K: LockKind>(
     held: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(), LockError> {
     let outer = lock.lock().await?;
-    let _inner = lock.lock().await?;
+    // Re-entry on purpose, through the guard (a second `lock()` of this task is refused).
+    let _inner = outer.reenter().await?;
     let (name, id) = (lock.name(), outer.owner().id());
     println!("holding `{name}` twice as {}:{id}", client.id());
     let _ = held.send(());

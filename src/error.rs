@@ -29,6 +29,34 @@ pub enum LockError {
         /// The holder's hash field (`<client uuid>:<owner id>`).
         field: String,
     },
+    /// The owner is the default one (the current tokio task, or the thread outside a task) and
+    /// it already holds this lock, or is acquiring it right now, in this client: futures that
+    /// run concurrently in one task (`join!`, `select!`, `FuturesUnordered`,
+    /// `buffer_unordered`) share that owner, so taking the lock a second time would re-enter
+    /// it instead of waiting, and both would be inside at once. Refused locally, before
+    /// anything is sent; nothing was changed.
+    ///
+    /// To exclude each other, run the acquisitions in separate tasks (`tokio::spawn`): each
+    /// task is its own owner. To re-enter on purpose, as Redisson's re-entrant locks allow,
+    /// use the hold you have ([`LockGuard::reenter`](crate::LockGuard::reenter)) or bind an
+    /// explicit owner ([`Lock::with_owner`](crate::Lock::with_owner)): then the hold count goes
+    /// up, exactly as in Redisson.
+    ///
+    /// On a read-write lock, readers share: the default owner may read while it reads, but it
+    /// may not write while it reads or writes, nor read while it writes (Redisson's downgrade
+    /// takes the read lock through the write guard's owner: `read_lock().with_owner(w.owner())`).
+    #[error(
+        "lock `{name}` is already held or being acquired by owner {owner}, the default owner of \
+         this task (or thread): a second acquire would re-enter it, not wait. Futures in one task \
+         share its owner; acquire in separate tasks to exclude each other, or re-enter on purpose \
+         with `guard.reenter()` or an explicit owner (`lock.with_owner(LockOwner::new(..))`)"
+    )]
+    Reentry {
+        /// The lock name.
+        name: String,
+        /// The default owner that holds it or is acquiring it.
+        owner: crate::LockOwner,
+    },
     /// A hold this guard had is gone: its lease expired, the key was deleted or force-unlocked,
     /// or the server lost it (restart without persistence, failover).
     #[error("the lease on lock `{name}` was lost before it was released")]
@@ -180,6 +208,12 @@ impl LockError {
     /// take it again.
     pub fn is_already_held(&self) -> bool {
         matches!(self, LockError::AlreadyHeld { .. })
+    }
+
+    /// `true` for [`LockError::Reentry`]: the default owner (the current task) asked again for
+    /// a lock it holds or is acquiring.
+    pub fn is_reentry(&self) -> bool {
+        matches!(self, LockError::Reentry { .. })
     }
 
     /// `true` for [`LockError::LeaseLost`].
@@ -421,6 +455,27 @@ impl std::error::Error for QuorumError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refusal names the lock and the owner and says both ways out: separate tasks to
+    /// exclude, the guard or an explicit owner to re-enter on purpose.
+    #[test]
+    fn a_reentry_refusal_says_how_to_reenter_on_purpose() {
+        let e = LockError::Reentry {
+            name: "orders".into(),
+            owner: crate::LockOwner::new(42),
+        };
+        assert!(e.is_reentry() && !e.is_already_held() && !e.is_connection_error());
+        let text = e.to_string();
+        for part in [
+            "`orders`",
+            "owner 42",
+            "separate tasks",
+            "guard.reenter()",
+            "with_owner",
+        ] {
+            assert!(text.contains(part), "{part:?} missing from: {text}");
+        }
+    }
 
     #[test]
     fn display_lists_nodes_in_order() {

@@ -18,15 +18,28 @@ thread_local! {
 /// Who holds a lock: the `<id>` in the hash field `<client uuid>:<id>`.
 ///
 /// In Java Redisson the owner is the current thread (`Thread.getId()`). Async Rust code hops
-/// between threads, so the default owner here is the **current tokio task**: a task re-entering a
-/// lock it holds increments the hold count, and a spawned task is a different owner, just as a new
-/// thread is in Java. Outside a tokio task the current OS thread is the owner. Task and thread ids
-/// never collide (thread ids carry the top bit).
+/// between threads, so the default owner here is the **current tokio task**: a spawned task is a
+/// different owner, just as a new thread is in Java. Outside a tokio task (the body of
+/// `block_on` or `#[tokio::main]`) the current OS thread is the owner. Task and thread ids never
+/// collide (thread ids carry the top bit).
 ///
-/// # Reentrancy across tasks
+/// # The default owner never re-enters
 ///
-/// Pass an explicit owner when several tasks must act as one holder, the way Redisson's
-/// `lockAsync(leaseTime, unit, threadId)` overloads are used:
+/// A task is not a thread: futures that run concurrently in one task (`join!`, `select!`,
+/// `FuturesUnordered`, `buffer_unordered`, `for_each_concurrent`) all act for its owner. Were the
+/// default owner re-entrant, two of them locking one name would both be inside. So an async
+/// [`Lock`](crate::Lock) acting for the default owner refuses a lock that owner already holds or
+/// is acquiring in the client, with [`LockError::Reentry`](crate::LockError::Reentry), as
+/// `tokio::sync::Mutex` is never re-entrant. Readers of a read-write lock still share.
+///
+/// # Re-entry on purpose
+///
+/// Redisson's re-entry is kept, exactly as on the wire, where it is asked for: through a held
+/// guard ([`LockGuard::reenter`](crate::LockGuard::reenter)), or with an explicit owner, which
+/// re-enters plainly whichever task uses it. Pass one when several tasks must act as one holder,
+/// the way Redisson's `lockAsync(leaseTime, unit, threadId)` overloads are used. The blocking API
+/// binds the calling thread as an explicit owner: a thread runs one thing at a time, so it
+/// re-enters as Java's thread does.
 ///
 /// ```
 /// use redisson_lock::LockOwner;

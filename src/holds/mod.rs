@@ -334,6 +334,8 @@ pub(crate) struct Holds {
     holds: DashMap<(Arc<str>, Arc<str>), Arc<Hold>>,
     /// Permits of permit-expirable semaphores renewed by the watchdog (`PermitGuard`).
     pub(crate) permits: permits::Permits,
+    /// Acquisitions in flight for default owners (a second one by the same owner is refused).
+    pub(crate) claims: claims::Claims,
 }
 
 impl Holds {
@@ -351,6 +353,13 @@ impl Holds {
             .entry((key.clone(), field.clone()))
             .or_insert_with(|| Arc::new(Hold::new(key.clone(), field.clone(), renewal, kind)))
             .clone()
+    }
+
+    /// The hold of `field` on `key` if there is one (never makes one).
+    pub(crate) fn find(&self, key: &Arc<str>, field: &str) -> Option<Arc<Hold>> {
+        self.holds
+            .get(&(key.clone(), Arc::from(field)))
+            .map(|h| h.value().clone())
     }
 
     /// Every hold tracked now (held, waiting or being settled).
@@ -404,6 +413,7 @@ impl Holds {
     }
 }
 
+pub(crate) mod claims;
 pub(crate) mod permits;
 
 #[cfg(test)]

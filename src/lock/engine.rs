@@ -13,12 +13,14 @@ use super::Lock;
 use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
+use crate::holds::claims::{Claim, Mode};
 use crate::holds::{Gate, GrantId, Hold, HoldKind, HoldState, Lease};
 use crate::observe::{self, Parked};
 use crate::owner::LockOwner;
 use crate::pubsub::Channel;
-use crate::raw::{Acquire, Delays, KindExt, LockKind, Op};
+use crate::raw::{Acquire, Delays, KindExt, LockKind, Op, RawLock, Write};
 use crate::retry::Retry;
+use crate::scripts::Layout;
 use crate::time::later;
 
 /// A grant the engine booked, for the facade to wrap in a guard.
@@ -47,6 +49,10 @@ pub(crate) struct AcquireRequest {
     pub(crate) wait: Option<Duration>,
     /// `None`: the watchdog's lease, renewed until released.
     pub(crate) lease: Option<Duration>,
+    /// `owner` is the default one (the task or thread, not bound with `with_owner`): a second
+    /// acquire of the lock by it, while it holds or acquires the lock, is refused
+    /// ([`LockError::Reentry`]) instead of re-entering.
+    pub(crate) checked: bool,
 }
 
 /// What every attempt of one acquisition sends.
@@ -188,6 +194,12 @@ impl<K: LockKind> Lock<K> {
             lock: self,
             hold: &hold,
         };
+        // A default owner may not take what it holds or is taking (another future of its task
+        // would re-enter instead of waiting); given up however this ends.
+        let _claim = match req.checked && K::SPEC.reentrant {
+            true => Some(self.claim(req.owner, &hold).await?),
+            false => None,
+        };
         let try_ = Try::new(self, &req, &hold);
         // A wait that ends without the lock leaves the queue (fair lock), however it ends.
         let mut leave = try_.enqueue.then(|| QueueExit {
@@ -225,6 +237,46 @@ impl<K: LockKind> Lock<K> {
             }
         }
         Ok(taken)
+    }
+
+    /// Claims this lock for a default owner's acquisition, or refuses it
+    /// ([`LockError::Reentry`]) when the owner is already acquiring it (another claim) or holds
+    /// it in this client (grants in its hold). Readers of a read-write lock share: a read is
+    /// refused only by the owner's write side, a write by either side. Local: no round trip.
+    async fn claim(&self, owner: LockOwner, hold: &Arc<Hold>) -> Result<Claim<'_>> {
+        let refused = || LockError::Reentry {
+            name: self.name().to_owned(),
+            owner,
+        };
+        let holds = self.client().holds();
+        let mode = match K::SPEC.layout {
+            Layout::Read => Mode::Shared,
+            _ => Mode::Exclusive,
+        };
+        // Claimed first, then the holds checked: a grant appears only under a claim (or for an
+        // explicit owner), so once claimed, no grant of this owner can slip in unseen.
+        let claim = holds
+            .claims
+            .claim(&self.shared.name, owner.id(), mode)
+            .ok_or_else(refused)?;
+        if mode == Mode::Exclusive && hold.gate().await.count() > 0 {
+            return Err(refused());
+        }
+        // The other side of a read-write lock, when this owner has its hold in this client.
+        let other = match K::SPEC.layout {
+            Layout::Read => Some(format!("{}{}", hold.field, Write::SPEC.field_suffix)),
+            Layout::Write => hold
+                .field
+                .strip_suffix(Write::SPEC.field_suffix)
+                .map(str::to_owned),
+            _ => None,
+        };
+        if let Some(other) = other.and_then(|f| holds.find(&self.shared.name, &f)) {
+            if other.gate().await.count() > 0 {
+                return Err(refused());
+            }
+        }
+        Ok(claim)
     }
 
     /// The owner's per-waiter channel when a wait of it ended moments ago with a grant and the

@@ -223,6 +223,99 @@ impl<K: LockKind> LockGuard<K> {
         }
     }
 
+    /// Takes the lock once more for this guard's owner, on purpose: Redisson's re-entry. The
+    /// owner's hold count goes up by one; the new guard releases that one hold (watchdog lease)
+    /// and this guard still releases its own.
+    ///
+    /// This is how one owner nests holds: with the default owner (the current task), a second
+    /// `lock()` of a lock the task holds is refused with [`LockError::Reentry`], since another
+    /// future of the same task would silently share the hold. A [`Lock::with_owner`] handle
+    /// re-enters plainly, as Redisson does.
+    ///
+    /// It never waits: the owner holds the lock, so the re-entry is granted at once (the
+    /// non-reentrant kinds refuse it with [`LockError::AlreadyHeld`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`]: a re-entry that may have been taken is trimmed back, and this guard's
+    /// hold is never touched.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] when this guard's hold is gone (nothing is taken then),
+    /// [`LockError::AlreadyHeld`] for the non-reentrant kinds, and connection errors as for
+    /// [`Lock::lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let outer = lock.lock().await?;
+    /// // `lock.lock()` here would be refused: this task holds it already.
+    /// let inner = outer.reenter().await?; // hold count 2
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reenter(&self) -> Result<LockGuard<K>> {
+        self.reenter_as(None).await
+    }
+
+    /// [`reenter`](Self::reenter) with a fixed lease for the new hold (Redisson's
+    /// `lock(leaseTime, unit)` by the holder). The key's expiry still covers every hold the
+    /// owner has, so a shorter lease never cuts this guard's hold short.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`reenter`](Self::reenter).
+    ///
+    /// # Errors
+    ///
+    /// As [`reenter`](Self::reenter), and [`LockError::InvalidArgument`] for a zero lease.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// use std::time::Duration;
+    /// let outer = lock.lock().await?;
+    /// let inner = outer.reenter_with_lease(Duration::from_secs(5)).await?;
+    /// assert_eq!(inner.lease(), Some(Duration::from_secs(5)));
+    /// inner.unlock().await?;
+    /// outer.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reenter_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
+        self.reenter_as(Some(lease)).await
+    }
+
+    async fn reenter_as(&self, lease: Option<Duration>) -> Result<LockGuard<K>> {
+        let lost = || LockError::LeaseLost {
+            name: self.lock.name().to_owned(),
+        };
+        if self.is_lost() {
+            return Err(lost());
+        }
+        // `self.lock` acts for this guard's owner explicitly: a plain re-entry.
+        let taken = match lease {
+            None => self.lock.try_lock().await?,
+            Some(l) => self.lock.try_lock_with_lease(Duration::ZERO, l).await?,
+        };
+        match taken {
+            Some(inner) if inner.epoch == self.epoch => Ok(inner),
+            // Redis had lost this guard's hold: what was taken is a new hold, not a re-entry
+            // (taking it ended this guard's epoch). Give it back.
+            Some(fresh) => {
+                if let Err(e) = fresh.unlock().await {
+                    tracing::debug!(lock = %self.lock.name(), error = %e, "release of a hold taken for a lost re-entry failed");
+                }
+                Err(lost())
+            }
+            // Another owner holds it: this guard's hold is gone.
+            None => Err(lost()),
+        }
+    }
+
     /// Keeps the hold but gives up the guard, for Redisson-style code that releases with
     /// [`Lock::unlock`] by the same owner. A watchdog hold keeps being renewed until then.
     pub fn detach(mut self) {

@@ -36,9 +36,32 @@ use crate::time::MAX_DURATION;
 ///
 /// # Owners and reentrancy
 ///
-/// Operations act for the [`LockOwner::current`] owner (the current tokio task) unless the
-/// handle was bound to an explicit owner with [`Lock::with_owner`]. The same owner locking
-/// again re-enters: the hold count goes up and every hold must be released.
+/// Operations act for the [`LockOwner::current`] owner (the current tokio task, or the thread
+/// outside a task) unless the handle was bound to an explicit owner with [`Lock::with_owner`].
+///
+/// Futures that run concurrently in one task (`join!`, `select!`, `FuturesUnordered`,
+/// `buffer_unordered`, `for_each_concurrent`) share the task's owner. So that they still exclude
+/// each other, the default owner never re-enters: while it holds a lock, or is acquiring it, in
+/// this client, another acquire of that lock by it fails at once with [`LockError::Reentry`]
+/// (nothing is sent). Run such acquisitions in separate tasks (`tokio::spawn`) to have them
+/// wait for each other, as a `tokio::sync::Mutex` would.
+///
+/// Re-entry on purpose, Redisson's semantics (the hold count goes up and every hold must be
+/// released), is one call away: through the hold you have ([`LockGuard::reenter`]), or with an
+/// explicit owner ([`Lock::with_owner`]), which re-enters plainly as Java's thread does.
+///
+/// ```no_run
+/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// let a = lock.lock().await?;
+/// // The same task again: refused, never a silent second hold.
+/// assert!(lock.try_lock().await.unwrap_err().is_reentry());
+/// // On purpose: through the guard.
+/// let b = a.reenter().await?;
+/// assert_eq!(lock.hold_count().await?, 2);
+/// b.unlock().await?;
+/// a.unlock().await?;
+/// # Ok(()) }
+/// ```
 ///
 /// # Redisson compatibility
 ///
@@ -62,7 +85,19 @@ use crate::time::MAX_DURATION;
 /// ```
 pub struct Lock<K: LockKind> {
     shared: Arc<Shared<K>>,
-    owner: Option<LockOwner>,
+    owner: Bound,
+}
+
+/// Who a handle acts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// The default owner, looked up per call: the current task, or else the thread.
+    Current,
+    /// The default owner of the task that bound it (a multi-lock's members act for their
+    /// caller from wherever they run). Checked as [`Bound::Current`] is.
+    Default(LockOwner),
+    /// An explicit owner ([`Lock::with_owner`], a guard's): Redisson's plain re-entry.
+    Explicit(LockOwner),
 }
 
 struct Shared<K> {
@@ -109,7 +144,7 @@ impl<K: LockKind> Lock<K> {
                 kind,
                 refused,
             }),
-            owner: None,
+            owner: Bound::Current,
         }
     }
 
@@ -126,6 +161,10 @@ impl<K: LockKind> Lock<K> {
     /// A handle on the same lock that acts for `owner` instead of the current task, so that
     /// several tasks can share one hold (Redisson's `*Async(..., threadId)` overloads).
     ///
+    /// An explicit owner re-enters plainly, as Java's thread does: locking again while it holds
+    /// the lock increments the hold count, whichever task or future does it (the default owner
+    /// is refused with [`LockError::Reentry`] instead).
+    ///
     /// ```no_run
     /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
     /// use redisson_lock::LockOwner;
@@ -140,7 +179,21 @@ impl<K: LockKind> Lock<K> {
     pub fn with_owner(&self, owner: LockOwner) -> Self {
         Lock {
             shared: self.shared.clone(),
-            owner: Some(owner),
+            owner: Bound::Explicit(owner),
+        }
+    }
+
+    /// A handle that acts for this handle's owner as of now, wherever it is used: an explicit
+    /// owner stays explicit, and the default owner stays checked against re-entry
+    /// ([`LockError::Reentry`]) though it no longer follows the calling task.
+    pub(crate) fn pinned(&self) -> Self {
+        let owner = match self.owner {
+            Bound::Current => Bound::Default(LockOwner::current()),
+            bound => bound,
+        };
+        Lock {
+            shared: self.shared.clone(),
+            owner,
         }
     }
 
@@ -171,12 +224,16 @@ impl<K: LockKind> Lock<K> {
             owner: self.owner(),
             wait,
             lease,
+            checked: !matches!(self.owner, Bound::Explicit(_)),
         }
     }
 
     /// The owner operations on this handle act for: the bound owner, else the current task.
     pub fn owner(&self) -> LockOwner {
-        self.owner.unwrap_or_else(LockOwner::current)
+        match self.owner {
+            Bound::Current => LockOwner::current(),
+            Bound::Default(owner) | Bound::Explicit(owner) => owner,
+        }
     }
 
     /// Locks, waiting as long as it takes; the lease is renewed by the watchdog until the guard
@@ -186,6 +243,11 @@ impl<K: LockKind> Lock<K> {
     /// the holder's lease runs out (expiry publishes nothing, so each wait is bounded by the
     /// holder's TTL).
     ///
+    /// With the default owner (the current task), a lock the task already holds or is acquiring
+    /// (another future of the same task) is refused with [`LockError::Reentry`], never entered
+    /// twice; re-enter on purpose with [`LockGuard::reenter`] or a [`Lock::with_owner`] handle
+    /// (see [Owners and reentrancy](Lock#owners-and-reentrancy)).
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future at any point leaves no hold and no renewal behind. A
@@ -194,6 +256,8 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Errors
     ///
+    /// [`LockError::Reentry`] when the default owner already holds or is acquiring this lock
+    /// in this client (nothing is sent),
     /// [`LockError::WrongType`] if the key is not a lock, [`LockError::InvalidArgument`] for an
     /// empty name, [`LockError::Timeout`] if subscribing to the unlock channel takes longer than
     /// the subscription timeout, [`LockError::ChannelDenied`] if the server's ACL refuses this
@@ -246,8 +310,10 @@ impl<K: LockKind> Lock<K> {
             })
     }
 
-    /// Takes the lock if it is free (or already ours) right now, without waiting; watchdog
-    /// lease. `Ok(None)` means another owner holds it (Redisson's `tryLock()`).
+    /// Takes the lock if it is free right now, without waiting; watchdog lease. `Ok(None)`
+    /// means another owner holds it (Redisson's `tryLock()`). An explicit owner
+    /// ([`Lock::with_owner`]) that holds it re-enters; the default owner (the current task) is
+    /// refused with [`LockError::Reentry`] instead, as for [`Lock::lock`].
     ///
     /// # Cancel safety
     ///

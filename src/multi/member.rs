@@ -13,7 +13,7 @@ use futures_util::FutureExt;
 use crate::error::Result;
 use crate::raw::LockKind;
 use crate::shared::Client;
-use crate::{Lock, LockGuard, LockOwner};
+use crate::{Lock, LockGuard};
 
 /// One member of a [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): a
 /// [`Lock`] of any kind. Every `Lock<K>` converts into one (`From`), so a list of one kind is
@@ -138,8 +138,8 @@ impl<K: LockKind> Member for Lock<K> {
     }
 
     fn bound(&self) -> MemberLock {
-        let owner: LockOwner = self.owner();
-        MemberLock(Arc::new(self.with_owner(owner)))
+        // `pinned`, not `with_owner`: a default owner keeps its re-entry check.
+        MemberLock(Arc::new(self.pinned()))
     }
 
     fn take(

@@ -408,7 +408,8 @@ impl<P: QuorumPolicy> MultiLock<P> {
         self.check(lease)?;
         let n = self.locks.len();
         let required = self.required();
-        // Bind every member to its owner now: all of them act for the caller.
+        // Bind every member to its owner now: all of them act for the caller (a default owner
+        // stays refused re-entry, as a plain lock's is).
         let locks: Vec<MemberLock> = self.locks.iter().map(MemberLock::bound).collect();
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let base_wait = BASE_WAIT_PER_LOCK.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));

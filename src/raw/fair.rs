@@ -69,6 +69,7 @@ impl RawLock for Fair {
         per_waiter_channel: true,
         layout: Layout::Fair,
         fencing_token: false,
+        reentrant: true,
     };
 
     fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call {

@@ -28,6 +28,7 @@ impl RawLock for Fenced {
         per_waiter_channel: false,
         layout: Layout::Plain,
         fencing_token: true,
+        reentrant: true,
     };
 
     fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {

@@ -117,6 +117,9 @@ pub struct KindSpec {
     pub layout: Layout,
     /// Acquisitions take a fencing token from `redisson_lock_token:{name}`.
     pub fencing_token: bool,
+    /// The holder may take it again (its count goes up); `false` for the non-reentrant kinds,
+    /// whose scripts refuse the holder.
+    pub reentrant: bool,
 }
 
 /// The scripts of one lock kind: a small core (its [`KindSpec`], acquire and release) and

@@ -31,6 +31,7 @@ impl RawLock for NonReentrant {
         per_waiter_channel: false,
         layout: Layout::Plain,
         fencing_token: false,
+        reentrant: false,
     };
 
     fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
@@ -62,6 +63,7 @@ pub struct NonReentrantFair;
 impl RawLock for NonReentrantFair {
     const SPEC: KindSpec = KindSpec {
         name: "non_reentrant_fair",
+        reentrant: false,
         ..Fair::SPEC
     };
 

@@ -25,6 +25,7 @@ impl RawLock for Reentrant {
         per_waiter_channel: false,
         layout: Layout::Plain,
         fencing_token: false,
+        reentrant: true,
     };
 
     fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {

@@ -45,6 +45,7 @@ impl RawLock for Read {
         per_waiter_channel: false,
         layout: Layout::Read,
         fencing_token: false,
+        reentrant: true,
     };
 
     fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {
@@ -83,6 +84,7 @@ impl RawLock for Write {
         per_waiter_channel: false,
         layout: Layout::Write,
         fencing_token: false,
+        reentrant: true,
     };
 
     fn acquire_script(&self, op: &Op<'_>, _enqueue: bool) -> Call {

@@ -34,7 +34,11 @@ async fn operation_futures_are_send() {
     let guard = fut.await.unwrap();
     let fut = lock.try_lock_for(Duration::from_secs(1));
     assert_send(&fut);
-    let inner = fut.await.unwrap().expect("re-entry");
+    // The default owner is refused the re-entry (no waiting): the guard re-enters.
+    assert!(fut.await.unwrap_err().is_reentry());
+    let fut = guard.reenter();
+    assert_send(&fut);
+    let inner = fut.await.unwrap();
     let fut = inner.unlock();
     assert_send(&fut);
     fut.await.unwrap();

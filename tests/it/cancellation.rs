@@ -335,7 +335,7 @@ async fn acquire_cancelled_while_its_script_is_in_flight_is_undone() {
     let first = lock.lock().await.unwrap();
     pause_writes(&mut raw, 1_000).await;
     tokio::select! {
-        _ = lock.lock() => panic!("re-entered while the server was paused"),
+        _ = first.reenter() => panic!("re-entered while the server was paused"),
         _ = tokio::time::sleep(Duration::from_millis(200)) => {}
     }
     let me = field(&client, first.owner());

@@ -131,7 +131,7 @@ async fn locks_in_many_slots_and_hash_tags(cluster: &TestCluster) {
         let fields: Vec<String> = raw.hkeys(name).await.unwrap();
         assert_eq!(fields.len(), 1, "{name}");
         assert!(fields[0].starts_with(c.id()), "{name}");
-        let inner = lock.lock().await.unwrap();
+        let inner = g.reenter().await.unwrap();
         assert_eq!(lock.hold_count().await.unwrap(), 2);
         inner.unlock().await.unwrap();
         g.unlock().await.unwrap();
@@ -274,7 +274,10 @@ async fn read_write_and_fair_locks_work_on_the_cluster(cluster: &TestCluster) {
     let c = client(cluster, |c| c).await;
     let rw = c.get_read_write_lock("cl-rw");
     let r = rw.read_lock().lock().await.unwrap();
-    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    // Another owner's writer is kept out (this task's own would be refused: `Reentry`).
+    let other_writer = rw.write_lock().with_owner(redisson_lock::LockOwner::new(2));
+    assert!(other_writer.try_lock().await.unwrap().is_none());
+    assert!(rw.write_lock().try_lock().await.unwrap_err().is_reentry());
     let wl = rw.write_lock();
     let writer = tokio::spawn(async move { wl.lock().await.unwrap().unlock().await.unwrap() });
     r.unlock().await.unwrap();

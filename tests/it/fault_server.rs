@@ -70,7 +70,7 @@ async fn server_restarted_empty_tells_the_holder_and_everyone_recovers() {
         .await
         .unwrap();
     let g = holder.get_lock(name).lock().await.unwrap();
-    let g2 = holder.get_lock(name).lock().await.unwrap();
+    let g2 = g.reenter().await.unwrap();
     assert_eq!(holder.get_lock(name).hold_count().await.unwrap(), 2);
     let () = redis::cmd("SCRIPT")
         .arg("FLUSH")

@@ -28,7 +28,10 @@ async fn token(raw: &mut MultiplexedConnection, name: &str) -> Option<i64> {
 async fn token_counter_is_bumped_on_every_acquisition_including_reentry() {
     let name = "fenced:layout";
     let (_server, client, mut raw, mut listener) = fixture_listening(&channel(name)).await;
-    let lock = client.get_fenced_lock(name);
+    // An explicit owner: it re-enters through every acquire method, as Redisson's thread does.
+    let lock = client
+        .get_fenced_lock(name)
+        .with_owner(redisson_lock::LockOwner::new(1));
 
     let g1 = lock.lock().await.unwrap();
     assert_eq!(g1.token(), 1);
@@ -257,7 +260,7 @@ async fn current_token_reads_the_counter_without_acquiring() {
 
     let outer = lock.lock().await.unwrap();
     assert_eq!(lock.current_token().await.unwrap(), Some(outer.token()));
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
     assert_eq!(lock.current_token().await.unwrap(), Some(inner.token()));
     // Another client's handle reads the same counter, and is not let in by reading.
     let theirs = other.get_fenced_lock(name);

@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use crate::support::*;
 use redis::AsyncCommands;
+use redisson_lock::LockOwner;
+
+/// An explicit owner: it re-enters plainly (Redisson's re-entry, with `detach` and owner-style
+/// `unlock`), where the default owner would be refused a second acquire.
+const OWNER: LockOwner = LockOwner::new(1);
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -31,7 +36,7 @@ async fn reentered_shorter(
         Some(lease) => lock.lock_with_lease(lease).await.unwrap(),
         None => lock.lock().await.unwrap(),
     };
-    let g2 = lock.lock_with_lease(inner).await.unwrap();
+    let g2 = g1.reenter_with_lease(inner).await.unwrap();
     let t = pttl(raw, lock.name()).await;
     assert!(t > floor, "re-entry shortened {what} to {t} ms");
     g2.unlock().await.unwrap();
@@ -81,7 +86,7 @@ async fn a_fixed_reentry_never_shortens_a_watchdog_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releasing_a_watchdog_hold_leaves_the_fixed_lease_that_remains() {
     let (_server, client, mut raw, other) = fixture_with_other().await;
-    let lock = client.get_lock("lease:wd-inner");
+    let lock = client.get_lock("lease:wd-inner").with_owner(OWNER);
 
     let g1 = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
     let g2 = lock.lock().await.unwrap();
@@ -117,7 +122,7 @@ async fn releasing_a_watchdog_hold_leaves_the_fixed_lease_that_remains() {
 async fn a_watchdog_renewal_never_shortens_a_longer_fixed_hold() {
     let (_server, client, mut raw) =
         fixture_with(|c| c.with_watchdog_timeout(Duration::from_secs(3))).await;
-    let lock = client.get_lock("lease:renew");
+    let lock = client.get_lock("lease:renew").with_owner(OWNER);
 
     let g1 = held_for_a_minute(&lock).await;
     let g2 = lock.lock().await.unwrap();
@@ -139,7 +144,7 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
 
     for (name, lease_ms) in [("lease:detach60", 60_000u64), ("lease:detach5", 5_000)] {
         let lease = Duration::from_millis(lease_ms);
-        let lock = client.get_lock(name);
+        let lock = client.get_lock(name).with_owner(OWNER);
         lock.lock_with_lease(lease).await.unwrap().detach();
         lock.lock_with_lease(lease).await.unwrap().detach();
         lock.unlock().await.unwrap();
@@ -153,7 +158,7 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
     }
 
     // Different leases: the hold that remains decides, not the one released.
-    let lock = client.get_lock("lease:mixed");
+    let lock = client.get_lock("lease:mixed").with_owner(OWNER);
     held_for_a_minute(&lock).await.detach();
     lock.lock_with_lease(Duration::from_secs(5))
         .await
@@ -166,7 +171,7 @@ async fn owner_style_unlock_keeps_the_remaining_holds_lease() {
 
     // The same for the write lock.
     let rw = client.get_read_write_lock("lease:rw");
-    let w = rw.write_lock();
+    let w = rw.write_lock().with_owner(OWNER);
     held_for_a_minute(&w).await.detach();
     held_for_a_minute(&w).await.detach();
     w.unlock().await.unwrap();

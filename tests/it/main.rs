@@ -43,6 +43,7 @@ mod leases;
 mod multi_lock;
 mod multi_query;
 mod non_reentrant;
+mod owner_tasks;
 mod permit_extras;
 mod permit_guard;
 mod permit_semaphore;

@@ -261,7 +261,7 @@ async fn last_release_skips_the_decrement<K: redisson_lock::LockKind>(
 ) {
     let name = lock.name().to_owned();
     // Twice held: the inner release decrements, the outer (last) one deletes.
-    let (outer, inner) = (lock.lock().await.unwrap(), lock.lock().await.unwrap());
+    let (outer, inner) = held_twice(&lock).await;
     reset_stats(raw).await;
     inner.unlock().await.unwrap();
     assert_eq!(

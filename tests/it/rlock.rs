@@ -78,7 +78,10 @@ async fn reentrant_hold_count_and_one_message_on_final_release() {
     let outer = lock.lock().await.unwrap();
     assert_eq!(count(&mut raw).await, Some(1));
     assert_eq!(lock.hold_count().await.unwrap(), 1);
-    let inner = lock.lock().await.unwrap();
+    // A second `lock()` of this task is refused (nothing changes); the guard re-enters.
+    assert!(lock.lock().await.unwrap_err().is_reentry());
+    assert_eq!(count(&mut raw).await, Some(1));
+    let inner = outer.reenter().await.unwrap();
     assert_eq!(count(&mut raw).await, Some(2));
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     assert_eq!(fields(&mut raw, name).await.len(), 1);
@@ -109,7 +112,7 @@ async fn pttl_is_the_lease_after_each_acquire_and_inner_release() {
     let t = pttl(&mut raw, "conf:lease").await;
     assert!(t > 5_000 && t <= 10_000, "pttl {t}");
     let _: () = raw.pexpire("conf:lease", 100_000).await.unwrap();
-    let g2 = lock.lock_with_lease(lease).await.unwrap();
+    let g2 = g1.reenter_with_lease(lease).await.unwrap();
     let t = pttl(&mut raw, "conf:lease").await;
     assert!(t > 5_000 && t <= 10_000, "re-entry did not reset pttl: {t}");
     let _: () = raw.pexpire("conf:lease", 100_000).await.unwrap();
@@ -129,7 +132,7 @@ async fn pttl_is_the_lease_after_each_acquire_and_inner_release() {
     let t = pttl(&mut raw, "conf:watchdog").await;
     assert!(t > 20_000 && t <= 30_000, "pttl {t}");
     let _: () = raw.pexpire("conf:watchdog", 100_000).await.unwrap();
-    let g2 = lock.try_lock().await.unwrap().expect("re-entry");
+    let g2 = g1.reenter().await.unwrap();
     let t = pttl(&mut raw, "conf:watchdog").await;
     assert!(
         t > 20_000 && t <= 30_000,

@@ -76,7 +76,7 @@ async fn check_kind<K: LockKind>(lock: Lock<K>, raw: &mut MultiplexedConnection,
         assert_eq!(lock.hold_count().await.unwrap(), 1, "{what}");
         // A re-entry with the same lease: the count follows the hash.
         {
-            let again = lock.lock_with_lease(lease).await.unwrap();
+            let again = guard.reenter_with_lease(lease).await.unwrap();
             assert_eq!(lock.hold_count().await.unwrap(), 2, "{what}");
             ttl_is_bracketed(&lock, raw, &what).await;
             again.unlock().await.unwrap();

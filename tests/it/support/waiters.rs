@@ -106,10 +106,11 @@ where
     got
 }
 
-/// A hold of `lock` and its re-entry by the same owner: `(outer, inner)`.
+/// A hold of `lock` and its re-entry by the same owner, through the outer guard (the default
+/// owner is refused a plain second `lock()`): `(outer, inner)`.
 pub async fn held_twice<K: LockKind>(lock: &Lock<K>) -> (LockGuard<K>, LockGuard<K>) {
     let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.reenter().await.unwrap();
     (outer, inner)
 }
 
