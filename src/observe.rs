@@ -19,6 +19,7 @@
 //! | `redisson_lock_renewals_total` | counter | count | | holds renewed by the watchdog |
 //! | `redisson_lock_watchdog_lag_seconds` | histogram | seconds | | how late each watchdog tick ran after it was due (a starved runtime shows here first) |
 //! | `redisson_lock_renewal_slack_seconds` | histogram | seconds | | lease a lock hold had left when its renewal was confirmed (near zero: about to be lost) |
+//! | `redisson_lock_holds_at_risk_total` | counter | count | `reason`: `failed` or `late` | times a watchdog hold went at risk: a renewal failed, or none was confirmed for two renewal periods (counted once until a renewal is confirmed again) |
 //! | `redisson_lock_script_errors_total` | counter | count | | lock scripts that failed (connection, server or reply errors) |
 //! | `redisson_lock_retries_total` | counter | count | `op` | tries again after a transient failure; `op`: `acquire`, `release`, `settle`, `subscribe`, `give_back`, `write`, `shutdown`, `fencing` |
 //! | `redisson_lock_subscriber_reconnects_total` | counter | count | | times the pub/sub subscriber connection was re-established (each wakes every waiter) |
@@ -67,6 +68,8 @@ pub const RENEWALS: &str = "redisson_lock_renewals_total";
 pub const WATCHDOG_LAG: &str = "redisson_lock_watchdog_lag_seconds";
 /// Lease left at each confirmed renewal.
 pub const RENEWAL_SLACK: &str = "redisson_lock_renewal_slack_seconds";
+/// At-risk counter (a renewal failed or is late), by reason.
+pub const HOLDS_AT_RISK: &str = "redisson_lock_holds_at_risk_total";
 /// Script error counter.
 pub const SCRIPT_ERRORS: &str = "redisson_lock_script_errors_total";
 /// Parked-waiter gauge.
@@ -128,6 +131,11 @@ pub fn describe() {
             RENEWAL_SLACK,
             Unit::Seconds,
             "Lease a lock hold had left when its renewal was confirmed"
+        );
+        describe_counter!(
+            HOLDS_AT_RISK,
+            Unit::Count,
+            "Times a watchdog hold went at risk (a renewal failed or is late), by reason"
         );
         describe_counter!(SCRIPT_ERRORS, Unit::Count, "Lock scripts that failed");
         describe_counter!(
@@ -423,6 +431,14 @@ pub(crate) fn renewal_slack(left: Duration) {
     metrics::histogram!(RENEWAL_SLACK).record(left.as_secs_f64());
     #[cfg(not(feature = "metrics"))]
     let _ = left;
+}
+
+/// A watchdog hold went at risk: its renewal `failed`, or is `late`.
+pub(crate) fn at_risk(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(HOLDS_AT_RISK, "reason" => reason).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = reason;
 }
 
 /// A lock script failed.

@@ -7,6 +7,10 @@
 //!   [`LockGuard::is_lost`](crate::LockGuard::is_lost) and `lost().await` resolves. So does a
 //!   hold that could not be renewed for a whole lease (server unreachable): by then Redis has
 //!   expired it, or will before anyone could be told.
+//! * Before that, a hold whose renewal failed (an error, a timeout, an unexpected reply) is
+//!   *at risk* ([`LockGuard::is_at_risk`](crate::LockGuard::is_at_risk)) until a renewal is
+//!   confirmed again; a guard also finds its hold at risk on its own once no renewal was
+//!   confirmed for two renewal periods (a renewal stuck in flight).
 //! * Watched permits of permit-expirable semaphores (`PermitGuard`) are renewed on the same
 //!   tick, one script per semaphore batch (`permits.rs`).
 //! * Errors are logged and the task carries on; it never stops while holds exist.
@@ -118,12 +122,28 @@ async fn renew_holds(client: &ClientInner) {
             Ok(other) => {
                 observe::script_error();
                 tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
+                put_at_risk(chunk, &epochs);
             }
             Err(e) => {
                 observe::script_error();
                 tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
+                put_at_risk(chunk, &epochs);
                 expire_unrenewed(chunk, &epochs, lease);
             }
+        }
+    }
+}
+
+/// A renewal of these holds failed: each one still in the epoch it was sent for is at risk
+/// until a renewal is confirmed.
+fn put_at_risk(chunk: &[Arc<Hold>], epochs: &[u64]) {
+    for (slot, &epoch) in chunk.iter().zip(epochs) {
+        if slot.epoch() == epoch && slot.risk() {
+            observe::at_risk("failed");
+            tracing::info!(
+                lock = %slot.key, owner = %slot.field,
+                "lock at risk: its renewal failed (the lease is still valid)"
+            );
         }
     }
 }

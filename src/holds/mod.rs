@@ -16,6 +16,10 @@
 //! Holds that Redis loses (expiry, `force_unlock`, restart) end an *epoch*: guards remember the
 //! epoch they were acquired in, and a guard from an ended epoch is lost and never touches the
 //! hold count of a later acquisition by the same owner.
+//!
+//! Before that, a watched hold can be *at risk*: a renewal failed, or none was confirmed for
+//! two renewal periods, while its lease is still valid ([`Hold::risk`]). The next confirmed
+//! renewal clears it ([`Hold::renewed`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -209,13 +213,18 @@ pub(crate) struct Hold {
     /// How to release it without its lock handle.
     pub(crate) kind: HoldKind,
     gate: Arc<Mutex<HoldState>>,
-    /// The current epoch; `ended` wakes those waiting for it to move (`LockGuard::lost`). An
-    /// atomic and a `Notify` rather than a `watch` channel: a hold exists per waiting owner too,
-    /// and the channel's shared state (eight notifiers) was about 380 bytes of each.
+    /// The current epoch; `ended` wakes those waiting for it to move (`LockGuard::lost`), and
+    /// those waiting for the hold to go at risk (`LockGuard::at_risk`): each re-checks what it
+    /// waits for. An atomic and a `Notify` rather than a `watch` channel: a hold exists per
+    /// waiting owner too, and the channel's shared state (eight notifiers) was about 380 bytes
+    /// of each.
     epoch: AtomicU64,
     ended: Notify,
     /// Mirrors "a watchdog grant is outstanding" so the watchdog can scan without taking gates.
     watchdog: AtomicBool,
+    /// A renewal failed or is late while the lease is still valid; cleared by a confirmed
+    /// renewal.
+    at_risk: AtomicBool,
     /// The last confirmed renewal, as nanoseconds after [`CLOCK_BASE`] (an atomic of 8 bytes
     /// rather than a mutex around an `Instant` of 24: a hold exists per parked waiter too).
     renewed_at: AtomicU64,
@@ -251,6 +260,7 @@ impl Hold {
             epoch: AtomicU64::new(0),
             ended: Notify::new(),
             watchdog: AtomicBool::new(false),
+            at_risk: AtomicBool::new(false),
             renewed_at: AtomicU64::new(stamp(Instant::now())),
         }
     }
@@ -319,9 +329,32 @@ impl Hold {
         self.watchdog.load(Ordering::Acquire)
     }
 
-    /// Records a confirmed renewal (or watchdog acquisition) sent at `at`.
+    /// Records a confirmed renewal (or watchdog acquisition) sent at `at`: the hold is no
+    /// longer at risk.
     pub(crate) fn renewed(&self, at: Instant) {
         self.renewed_at.store(stamp(at), Ordering::Release);
+        self.at_risk.store(false, Ordering::Release);
+    }
+
+    /// Marks the hold at risk (a renewal failed, or is late). Returns whether it was not at
+    /// risk before; then those waiting for it are woken.
+    pub(crate) fn risk(&self) -> bool {
+        let was = self.at_risk.swap(true, Ordering::AcqRel);
+        if !was {
+            self.ended.notify_waiters();
+        }
+        !was
+    }
+
+    /// Whether a renewal failed or was found late since the last confirmed one.
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.at_risk.load(Ordering::Acquire)
+    }
+
+    /// Wakes at the next change a guard may wait for: the epoch ended or the hold went at risk.
+    /// Enable it before checking, so a change in between is not missed.
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.ended.notified()
     }
 
     pub(crate) fn renewed_at(&self) -> Instant {

@@ -38,6 +38,29 @@ use crate::raw::{LockKind, Release};
 /// # Ok(()) }
 /// ```
 ///
+/// # At risk before lost
+///
+/// A watchdog hold is *at risk* while a renewal failed (an error or a timeout) or none was
+/// confirmed for two renewal periods (two thirds of the watchdog timeout), but its lease is
+/// still valid: Redis still has it, and if the next renewal gets through it is kept. This is an
+/// early warning, before [`lost`](LockGuard::lost): [`is_at_risk`](LockGuard::is_at_risk) tells
+/// you, [`at_risk`](LockGuard::at_risk) resolves when it happens, and the next confirmed renewal
+/// clears it. A lost hold is always at risk too.
+///
+/// ```no_run
+/// # async fn work() {}
+/// # async fn checkpoint() {}
+/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// let guard = lock.lock().await?;
+/// tokio::select! {
+///     _ = work() => {}
+///     // Save what can be saved while the hold is still valid.
+///     _ = guard.at_risk() => checkpoint().await,
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+///
 /// A lock is a lease: a process paused past it (GC, SIGSTOP, swap) can still act after another
 /// holder took over. Protect the resource itself with a fencing token when that matters.
 #[must_use = "if unused the lock is immediately released"]
@@ -63,6 +86,7 @@ impl<K: LockKind> std::fmt::Debug for LockGuard<K> {
             .field("owner", &self.lock.owner())
             .field("lease", &self.lease.map(|l| l.0))
             .field("lost", &self.is_lost())
+            .field("at_risk", &self.is_at_risk())
             .finish()
     }
 }
@@ -177,6 +201,90 @@ impl<K: LockKind> LockGuard<K> {
                     }
                 }
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// Whether this hold is at risk (see [At risk before lost](LockGuard#at-risk-before-lost)):
+    /// a renewal failed, or none was confirmed for two renewal periods, or the hold is lost.
+    /// The next confirmed renewal clears it (unless the hold is lost, which is final).
+    ///
+    /// A hold with a fixed lease is not renewed, so it is at risk only once it is lost.
+    pub fn is_at_risk(&self) -> bool {
+        if self.is_lost() {
+            return true;
+        }
+        if self.lease.is_some() {
+            return false;
+        }
+        if self.hold.is_at_risk() {
+            return true;
+        }
+        if Instant::now() < self.late_after() {
+            return false;
+        }
+        if self.hold.risk() {
+            observe::at_risk("late");
+            tracing::info!(
+                lock = %self.lock.name(),
+                "lock at risk: no renewal confirmed for two renewal periods (the lease is still valid)"
+            );
+        }
+        true
+    }
+
+    /// When a watchdog hold's renewal counts as late: two renewal periods (the watchdog renews
+    /// every third of its timeout) after the last confirmed one was sent. A fixed lease: when
+    /// it stops being valid.
+    fn late_after(&self) -> Instant {
+        match self.lease {
+            Some(_) => self.valid_until(),
+            None => {
+                let lease = self.lock.client().config().watchdog_timeout();
+                self.hold.renewed_at() + lease / 3 * 2
+            }
+        }
+    }
+
+    /// Resolves when this hold is at risk (see [`is_at_risk`](LockGuard::is_at_risk)), at once
+    /// if it is now; pending while it is held safely. It resolves no later than
+    /// [`lost`](LockGuard::lost) would, and usually a while before.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes.
+    ///
+    /// # Errors
+    ///
+    /// None: it only waits, and never fails.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// let guard = lock.lock().await?;
+    /// guard.at_risk().await;
+    /// eprintln!("renewals are failing; the hold may be lost soon");
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) {
+        loop {
+            let changed = self.hold.changed();
+            tokio::pin!(changed);
+            // Registered before the check, so a change in between is not missed.
+            changed.as_mut().enable();
+            if self.is_at_risk() {
+                return;
+            }
+            let deadline = self.late_after();
+            if tokio::time::timeout_at(deadline.into(), changed)
+                .await
+                .is_err()
+                && self.late_after() <= deadline
+                && !self.is_at_risk()
+            {
+                // Timer and clock disagree (a paused test clock): don't spin.
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
     }

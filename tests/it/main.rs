@@ -7,6 +7,7 @@ mod support;
 
 mod acl;
 mod aof;
+mod at_risk;
 mod batching;
 #[cfg(feature = "blocking")]
 mod blocking;
