@@ -195,6 +195,7 @@ async fn a_locks_life_is_recorded() {
     cancelled(&server, &client, &other, now).await;
     subscriber_and_retries(&server, now).await;
     replica_sync(now).await;
+    at_risk(now).await;
 }
 
 /// Whether a waiter comes to be subscribed to `channel` on `server`.
@@ -373,6 +374,27 @@ async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
     server.resume();
     assert!(retried, "no acquire retry counted");
     assert!(taking.await.unwrap().unwrap().is_some());
+}
+
+/// A watchdog renewal that fails (blackholed, a short reply timeout) puts its hold at risk,
+/// counted once as `failed`; the next confirmed renewal clears it.
+async fn at_risk(now: &Now<'_>) {
+    let (_server, proxy, client) = support::proxy::proxied(|c| {
+        fail_fast(c, Duration::from_secs(3), Duration::from_millis(300))
+    })
+    .await;
+    let guard = client.get_lock("m:at-risk").lock().await.unwrap();
+    proxy.set(support::proxy::Mode::Blackhole);
+    let failed = eventually(Duration::from_secs(20), || async {
+        now().counter(observe::HOLDS_AT_RISK, &[("reason", "failed")]) >= 1
+    })
+    .await;
+    proxy.set(support::proxy::Mode::Pass);
+    assert!(failed, "no failed renewal counted at risk");
+    let cleared = eventually(Duration::from_secs(20), || async { !guard.is_at_risk() }).await;
+    assert!(cleared, "a confirmed renewal did not clear the risk");
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
 }
 
 /// A lock write no replica confirmed, and a `WAIT` the server refuses.

@@ -1,5 +1,6 @@
 //! Unit tests of the hold state machine (no Redis).
 use super::*;
+use std::future::Future;
 
 const WD: u64 = 30_000;
 
@@ -25,6 +26,35 @@ fn renewal_instants_read_back_exactly() {
     let later = at + Duration::from_secs(3);
     hold.renewed(later);
     assert_eq!(hold.renewed_at(), later);
+}
+
+/// At risk is set once (the first `risk` reports the change and wakes waiters), stays set
+/// until a confirmed renewal, and is set again by a later failure.
+#[test]
+fn at_risk_is_set_once_and_cleared_by_a_renewal() {
+    let hold = Hold::new(
+        "k".into(),
+        "f".into(),
+        Renewal::Hash,
+        HoldKind {
+            channel_prefix: "redisson_lock__channel",
+            layout: crate::scripts::Layout::Plain,
+            publishes: true,
+        },
+    );
+    assert!(!hold.is_at_risk());
+    let woken = hold.changed();
+    let mut woken = std::pin::pin!(woken);
+    woken.as_mut().enable();
+    assert!(hold.risk());
+    assert!(hold.is_at_risk());
+    let waker = futures_util::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(woken.as_mut().poll(&mut cx).is_ready(), "waiters not woken");
+    assert!(!hold.risk(), "a second failure is not a new change");
+    hold.renewed(Instant::now());
+    assert!(!hold.is_at_risk());
+    assert!(hold.risk());
 }
 
 fn fixed(now: Instant, ms: u64) -> Lease {
