@@ -19,7 +19,7 @@
 //! | `redisson_lock_renewals_total` | counter | count | | holds renewed by the watchdog |
 //! | `redisson_lock_watchdog_lag_seconds` | histogram | seconds | | how late each watchdog tick ran after it was due (a starved runtime shows here first) |
 //! | `redisson_lock_renewal_slack_seconds` | histogram | seconds | | lease a lock hold had left when its renewal was confirmed (near zero: about to be lost) |
-//! | `redisson_lock_holds_at_risk_total` | counter | count | `reason`: `failed` or `late` | times a watchdog hold went at risk: a renewal failed, or none was confirmed for two renewal periods (counted once until a renewal is confirmed again) |
+//! | `redisson_lock_holds_at_risk_total` | counter | count | `reason`: `failed` or `late` | times a watchdog hold (a lock hold or a `PermitGuard`'s permit) went at risk: a renewal failed, or none was confirmed for two renewal periods (counted once until a renewal is confirmed again) |
 //! | `redisson_lock_script_errors_total` | counter | count | | lock scripts that failed (connection, server or reply errors) |
 //! | `redisson_lock_retries_total` | counter | count | `op` | tries again after a transient failure; `op`: `acquire`, `release`, `settle`, `subscribe`, `give_back`, `write`, `shutdown`, `fencing` |
 //! | `redisson_lock_subscriber_reconnects_total` | counter | count | | times the pub/sub subscriber connection was re-established (each wakes every waiter) |

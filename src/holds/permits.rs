@@ -21,6 +21,9 @@ pub(crate) struct WatchedPermit {
     /// The permit id's 16 raw bytes.
     pub(crate) id: [u8; 16],
     lost: AtomicBool,
+    /// A renewal failed (or is late) since the last confirmed one; the lease still valid.
+    at_risk: AtomicBool,
+    /// Wakes those waiting for the permit to be lost or to go at risk (each re-checks).
     lost_notify: Notify,
     renewed_at: Mutex<Instant>,
 }
@@ -38,6 +41,7 @@ impl WatchedPermit {
             channel,
             id,
             lost: AtomicBool::new(false),
+            at_risk: AtomicBool::new(false),
             lost_notify: Notify::new(),
             renewed_at: Mutex::new(Instant::now()),
         }
@@ -69,11 +73,39 @@ impl WatchedPermit {
         }
     }
 
+    /// Marks the permit at risk (a renewal failed, or is late); `true` when it was not, and
+    /// then its waiters are woken.
+    pub(crate) fn risk(&self) -> bool {
+        let first = !self.at_risk.swap(true, Ordering::AcqRel);
+        if first {
+            self.lost_notify.notify_waiters();
+        }
+        first
+    }
+
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.at_risk.load(Ordering::Acquire)
+    }
+
+    /// Resolves at the next change: the permit lost or gone at risk (at once if `ready` holds,
+    /// checked after the wake-up is registered).
+    pub(crate) async fn changed(&self, ready: impl Fn() -> bool) {
+        let notified = self.lost_notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if ready() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// A renewal sent at `at` was confirmed: the permit is no longer at risk.
     pub(crate) fn renewed(&self, at: Instant) {
         let mut r = self.renewed_at.lock().unwrap_or_else(|e| e.into_inner());
         if at > *r {
             *r = at;
         }
+        self.at_risk.store(false, Ordering::Release);
     }
 
     pub(crate) fn renewed_at(&self) -> Instant {

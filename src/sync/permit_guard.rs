@@ -186,6 +186,59 @@ impl PermitGuard {
             .unwrap_or(end)
     }
 
+    /// Whether the permit is at risk: a renewal failed, or none was confirmed for two renewal
+    /// periods (two thirds of the lease), or it is lost. The next confirmed renewal clears it
+    /// (unless it is lost, which is final). An early warning before [`lost`](PermitGuard::lost),
+    /// as for [`LockGuard::is_at_risk`](crate::LockGuard::is_at_risk).
+    pub fn is_at_risk(&self) -> bool {
+        if self.is_lost() || self.watched.is_at_risk() {
+            return true;
+        }
+        if Instant::now() < self.late_after() {
+            return false;
+        }
+        if self.watched.risk() {
+            crate::observe::at_risk("late");
+            tracing::info!(semaphore = %self.sem.name, "permit at risk: no renewal confirmed for two renewal periods");
+        }
+        true
+    }
+
+    /// Two renewal periods after the last confirmed renewal was sent.
+    fn late_after(&self) -> Instant {
+        self.watched.renewed_at() + self.lease / 3 * 2
+    }
+
+    /// Resolves when the permit is at risk (see [`is_at_risk`](PermitGuard::is_at_risk)), at
+    /// once if it is now; no later than [`lost`](PermitGuard::lost) would.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// # Errors
+    ///
+    /// None: it only waits, and never fails.
+    pub async fn at_risk(&self) {
+        loop {
+            let deadline = self.late_after();
+            let changed = self.watched.changed(|| self.is_at_risk());
+            if tokio::time::timeout_at(deadline.into(), changed)
+                .await
+                .is_ok()
+            {
+                if self.is_at_risk() {
+                    return;
+                }
+            } else if self.is_at_risk() {
+                return;
+            } else if self.late_after() <= deadline {
+                // Timer and clock disagree (a paused test clock): don't spin.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
     /// Resolves once the permit is lost (see [`is_lost`](PermitGuard::is_lost)); never while
     /// the watchdog keeps renewing it.
     ///

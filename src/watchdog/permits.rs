@@ -74,12 +74,24 @@ pub(super) async fn renew(client: &ClientInner) {
             Ok(other) => {
                 observe::script_error();
                 tracing::warn!(reply = ?other, "unexpected reply to the permit renewal script");
+                put_at_risk(chunk);
             }
             Err(e) => {
                 observe::script_error();
                 tracing::warn!(error = %e, permits = chunk.len(), "can't renew permits; will retry");
+                put_at_risk(chunk);
                 expire_unrenewed(chunk, lease);
             }
+        }
+    }
+}
+
+/// A renewal of these permits failed: each is at risk until a renewal is confirmed.
+fn put_at_risk(chunk: &[Arc<WatchedPermit>]) {
+    for p in chunk {
+        if !p.is_lost() && p.risk() {
+            observe::at_risk("failed");
+            tracing::info!(semaphore = %p.name, "permit at risk: its renewal failed");
         }
     }
 }

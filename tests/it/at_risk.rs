@@ -119,3 +119,28 @@ async fn a_healthy_hold_never_goes_at_risk() {
     assert!(!guard.is_at_risk());
     guard.unlock().await.unwrap();
 }
+
+/// A watched permit (`PermitGuard`) warns the same way: its renewals blackholed, it goes at risk
+/// while still valid, and is lost after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_permit_goes_at_risk_before_it_is_lost() {
+    let lease = Duration::from_secs(3);
+    let (_server, proxy, client) =
+        proxied(|c| fail_fast(c, lease, Duration::from_millis(500))).await;
+    let sem = client.get_permit_expirable_semaphore("atrisk:permits");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let permit = sem.acquire_guarded().await.unwrap();
+    assert!(!permit.is_at_risk());
+
+    proxy.set(Mode::Blackhole);
+    tokio::time::timeout(BOUND, permit.at_risk())
+        .await
+        .expect("at_risk() did not resolve");
+    assert!(!permit.is_lost(), "at risk was reported only with the loss");
+    tokio::time::timeout(BOUND, permit.lost())
+        .await
+        .expect("lost() did not resolve");
+    assert!(permit.is_at_risk());
+    proxy.set(Mode::Pass);
+    drop(permit);
+}
