@@ -28,6 +28,7 @@ mod fault_proxy;
 mod fault_redlock;
 mod fault_server;
 mod fault_soak;
+mod failover_aware;
 mod faults;
 mod fenced_lock;
 mod fencing;
