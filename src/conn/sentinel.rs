@@ -181,7 +181,9 @@ async fn listen(conn: Weak<SentinelConn>, client: redis::Client, master: String)
                     c.switched().await;
                 }
             }
-            Ok(Err(e)) => tracing::debug!(error = %e, "sentinel: can't subscribe to +switch-master"),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "sentinel: can't subscribe to +switch-master")
+            }
             Err(_) => tracing::debug!("sentinel: subscribing to +switch-master timed out"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -59,7 +59,11 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
 
     // The hold reaches the replica, then the replica alone loses it.
     let mut master = s.master.conn();
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut master).unwrap();
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut master)
+        .unwrap();
     let mut replica = s.replica.conn();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -78,7 +82,10 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
     })
     .await
     .unwrap();
-    assert!(watched, "the client subscribed to +switch-master on every sentinel");
+    assert!(
+        watched,
+        "the client subscribed to +switch-master on every sentinel"
+    );
     assert!(!guard.is_lost());
 
     // The failover (retried while the sentinels do not yet count the replica as good).
