@@ -189,3 +189,61 @@ async fn listen(conn: Weak<SentinelConn>, client: redis::Client, master: String)
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+
+    use super::*;
+
+    /// A connection that never connects: only its bookkeeping is exercised.
+    fn conn(aware: bool) -> SentinelConn {
+        let resolver = SentinelClientBuilder::new(
+            [redis::ConnectionAddr::Tcp("127.0.0.1".into(), 1)],
+            "mymaster",
+            SentinelServerType::Master,
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        SentinelConn {
+            resolver: tokio::sync::Mutex::new(resolver),
+            current: parking_lot::RwLock::new(None),
+            config: Config::sentinel(["redis://127.0.0.1:1/"], "mymaster"),
+            stale: AtomicBool::new(true),
+            changed: aware.then(|| Arc::new(Notify::new())),
+            master_addr: parking_lot::Mutex::new(None),
+            watchers: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether the watchdog was told (consumes the notification).
+    fn told(c: &SentinelConn) -> bool {
+        let changed = c.topology_changed().unwrap();
+        let told = changed.notified().now_or_never().is_some();
+        told
+    }
+
+    #[test]
+    fn a_different_master_after_an_error_wakes_the_watchdog() {
+        let c = conn(true);
+        // The first resolution and the same master again (a reconnect) are no failover.
+        c.resolved("127.0.0.1:7000".into());
+        assert!(!told(&c));
+        c.resolved("127.0.0.1:7000".into());
+        assert!(!told(&c));
+        // A different master is one: the watchdog is told, once.
+        c.resolved("127.0.0.1:7001".into());
+        assert!(told(&c));
+        assert!(!told(&c));
+    }
+
+    #[test]
+    fn awareness_off_tells_nobody() {
+        let c = conn(false);
+        c.resolved("127.0.0.1:7000".into());
+        c.resolved("127.0.0.1:7001".into());
+        assert!(c.topology_changed().is_none());
+    }
+}
