@@ -14,6 +14,9 @@
 //! * Watched permits of permit-expirable semaphores (`PermitGuard`) are renewed on the same
 //!   tick, one script per semaphore batch (`permits.rs`).
 //! * Errors are logged and the task carries on; it never stops while holds exist.
+//! * Failover awareness: when the command connection follows a failover to a new master
+//!   (`Conn::topology_changed`), the pass runs at once, out of turn, so a hold the new master
+//!   lacks is reported lost within about a second of the switch.
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -38,12 +41,13 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
         let notified = wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (period, idle) = {
+        let (period, idle, failover) = {
             let Some(c) = client.upgrade() else { return };
             // Bookkeeping of holds that ended while another reference was briefly alive.
             c.holds.sweep();
             let period = c.config.watchdog_timeout() / 3;
-            (c.holds.any_watched().then_some(period), period)
+            let failover = c.conn.topology_changed();
+            (c.holds.any_watched().then_some(period), period, failover)
         };
         match period {
             // Idle until something is acquired in watchdog mode (sweeping now and then).
@@ -52,8 +56,20 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
             }
             Some(period) => {
                 let due = Instant::now() + period;
-                tokio::time::sleep(period).await;
-                observe::watchdog_lag(Instant::now().saturating_duration_since(due));
+                // A failover (failover awareness) cuts the wait short: every hold is checked
+                // on the new master at once.
+                let switched = async {
+                    match &failover {
+                        Some(f) => f.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep(period) => {
+                        observe::watchdog_lag(Instant::now().saturating_duration_since(due));
+                    }
+                    () = switched => {}
+                }
                 let Some(c) = client.upgrade() else { return };
                 renew_all(&c).await;
             }

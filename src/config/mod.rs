@@ -79,6 +79,7 @@ pub struct Config {
     latch_queue: usize,
     aof_sync: Option<AofSync>,
     batching: bool,
+    failover_awareness: bool,
     tls: Tls,
     client_name: Option<String>,
     sentinel_auth: Option<SentinelAuth>,
@@ -154,6 +155,7 @@ impl Config {
             latch_queue: DEFAULT_LATCH_QUEUE,
             aof_sync: None,
             batching: false,
+            failover_awareness: true,
             tls: Tls::new(),
             client_name: None,
             sentinel_auth: None,
@@ -342,6 +344,31 @@ impl Config {
     /// See [`Config::with_batching`].
     pub fn batching(&self) -> bool {
         self.batching
+    }
+
+    /// Failover awareness (on by default). Through Sentinel, the client listens on the
+    /// sentinels' own pub/sub for `+switch-master` of its master, and notices too when the
+    /// command connection finds a different master after a connection error or a `READONLY`
+    /// reply. On either, the watchdog re-verifies every watchdog hold on the new master at
+    /// once, out of its turn: a hold the new master lacks (a write that never reached the
+    /// promoted replica) is reported lost ([`LockGuard::is_lost`](crate::LockGuard::is_lost),
+    /// `lost()`, the lost-lease metric) within about a second of the switch, not at the next
+    /// renewal a third of the watchdog timeout later. Off: holds are checked only at the
+    /// watchdog's regular renewals. It has no effect on standalone servers and clusters.
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+    ///     .with_failover_awareness(false);
+    /// assert!(!config.failover_awareness());
+    /// ```
+    pub fn with_failover_awareness(mut self, on: bool) -> Self {
+        self.failover_awareness = on;
+        self
+    }
+
+    /// See [`Config::with_failover_awareness`].
+    pub fn failover_awareness(&self) -> bool {
+        self.failover_awareness
     }
 
     /// TLS settings for `rediss://` URLs: a CA of your own, a client certificate (mutual TLS),

@@ -168,6 +168,15 @@ impl Conn {
         }
     }
 
+    /// Notified when the connection follows a failover to a new master (Sentinel, failover
+    /// awareness on): the watchdog's cue for an out-of-turn pass.
+    pub(crate) fn topology_changed(&self) -> Option<Arc<tokio::sync::Notify>> {
+        match &self.kind {
+            Kind::Sentinel(s) => s.topology_changed(),
+            _ => None,
+        }
+    }
+
     /// Whether this is a Redis Cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.kind, Kind::Cluster(_))

@@ -32,14 +32,21 @@ impl Conn {
                 Kind::Cluster(cluster_connection(endpoints, config, None).await?)
             }
             Topology::Sentinel { .. } => {
-                let resolver = endpoints.sentinel_client().await?;
+                let (resolver, sentinels) = endpoints.sentinel_parts().await?;
+                let aware = config.failover_awareness();
                 let conn = Arc::new(SentinelConn {
                     resolver: tokio::sync::Mutex::new(resolver),
                     current: parking_lot::RwLock::new(None),
                     config: config.clone(),
                     stale: AtomicBool::new(true),
+                    changed: aware.then(|| Arc::new(tokio::sync::Notify::new())),
+                    master_addr: parking_lot::Mutex::new(None),
+                    watchers: parking_lot::Mutex::new(Vec::new()),
                 });
                 conn.manager().await?;
+                if let (true, Topology::Sentinel { master, .. }) = (aware, config.topology()) {
+                    conn.watch(sentinels, master);
+                }
                 Kind::Sentinel(conn)
             }
         };

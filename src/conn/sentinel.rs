@@ -1,8 +1,17 @@
 //! The command connection through Sentinel: the master is resolved by asking the sentinels,
 //! and again after a connection error or a `READONLY`/`MASTERDOWN` reply (a failover).
+//!
+//! Failover awareness (`Config::with_failover_awareness`): one task per sentinel listens on the
+//! sentinel's own pub/sub for `+switch-master` of the configured master and re-resolves at once;
+//! whenever a resolution names a different master than the one before (after that message, or
+//! after an error), `changed` is notified and the watchdog re-verifies every hold out of turn.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::Notify;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::sentinel::SentinelClient;
@@ -19,6 +28,20 @@ pub(crate) struct SentinelConn {
     pub(super) current: parking_lot::RwLock<Option<ConnectionManager>>,
     pub(super) config: Config,
     pub(super) stale: AtomicBool,
+    /// Notified when a resolution names a different master (failover awareness on).
+    pub(super) changed: Option<Arc<Notify>>,
+    /// The address of the master last resolved.
+    pub(super) master_addr: parking_lot::Mutex<Option<String>>,
+    /// The `+switch-master` listeners, one per sentinel (aborted with the connection).
+    pub(super) watchers: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for SentinelConn {
+    fn drop(&mut self) {
+        for w in self.watchers.get_mut().drain(..) {
+            w.abort();
+        }
+    }
 }
 
 impl SentinelConn {
@@ -40,6 +63,7 @@ impl SentinelConn {
             }
         }
         let client = resolver.async_get_client().await?;
+        self.resolved(client.get_connection_info().addr().to_string());
         let m = manager(client, &self.config).await.map_err(|e| match e {
             LockError::Redis(e) => e,
             other => RedisError::from(std::io::Error::other(other.to_string())),
@@ -47,6 +71,44 @@ impl SentinelConn {
         *self.current.write() = Some(m.clone());
         self.stale.store(false, Ordering::Release);
         Ok(m)
+    }
+
+    /// Records the master's address just resolved; a different one than before means a
+    /// failover: the watchdog is told (failover awareness on).
+    fn resolved(&self, addr: String) {
+        let before = self.master_addr.lock().replace(addr.clone());
+        if before.is_some_and(|b| b != addr) {
+            tracing::info!(master = %addr, "sentinel: a new master; re-verifying the holds");
+            if let Some(changed) = &self.changed {
+                changed.notify_one();
+            }
+        }
+    }
+
+    /// What the watchdog waits on for an out-of-turn pass (failover awareness on).
+    pub(crate) fn topology_changed(&self) -> Option<Arc<Notify>> {
+        self.changed.clone()
+    }
+
+    /// A sentinel announced `+switch-master` for our master: re-resolve now. Should the
+    /// sentinels not answer, the watchdog is told anyway: its pass re-resolves in turn.
+    async fn switched(&self) {
+        self.stale.store(true, Ordering::Release);
+        if let Err(e) = self.manager().await {
+            tracing::warn!(error = %e, "sentinel: can't resolve the new master yet");
+            if let Some(changed) = &self.changed {
+                changed.notify_one();
+            }
+        }
+    }
+
+    /// Starts one `+switch-master` listener per sentinel (`clients`: the sentinels' own).
+    pub(super) fn watch(self: &Arc<Self>, clients: Vec<redis::Client>, master: &str) {
+        let tasks = clients
+            .into_iter()
+            .map(|c| tokio::spawn(listen(Arc::downgrade(self), c, master.to_owned())))
+            .collect();
+        *self.watchers.lock() = tasks;
     }
 
     /// Marks the master stale after a reply that says it may no longer be the master: a
@@ -89,4 +151,99 @@ impl SentinelConn {
 /// A reply code saying this server is not (or no longer) a usable master.
 fn demoted(code: Option<&str>) -> bool {
     matches!(code, Some("READONLY" | "MASTERDOWN"))
+}
+
+/// Listens to one sentinel's `+switch-master` for `master`, reconnecting after a second when
+/// the sentinel goes away, until the connection is dropped.
+async fn listen(conn: Weak<SentinelConn>, client: redis::Client, master: String) {
+    loop {
+        let Some(timeout) = conn.upgrade().map(|c| c.config.connection_timeout()) else {
+            return;
+        };
+        let subscribed = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            redis::RedisResult::Ok(pubsub)
+        };
+        match tokio::time::timeout(timeout, subscribed).await {
+            Ok(Ok(pubsub)) => {
+                let mut messages = pubsub.into_on_message();
+                while let Some(msg) = messages.next().await {
+                    let Ok(payload) = msg.get_payload::<String>() else {
+                        continue;
+                    };
+                    // `<master name> <old ip> <old port> <new ip> <new port>`
+                    if payload.split(' ').next() != Some(master.as_str()) {
+                        continue;
+                    }
+                    let Some(c) = conn.upgrade() else { return };
+                    tracing::info!(event = %payload, "sentinel: +switch-master");
+                    c.switched().await;
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "sentinel: can't subscribe to +switch-master")
+            }
+            Err(_) => tracing::debug!("sentinel: subscribing to +switch-master timed out"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+
+    use super::*;
+
+    /// A connection that never connects: only its bookkeeping is exercised.
+    fn conn(aware: bool) -> SentinelConn {
+        let resolver = SentinelClientBuilder::new(
+            [redis::ConnectionAddr::Tcp("127.0.0.1".into(), 1)],
+            "mymaster",
+            SentinelServerType::Master,
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        SentinelConn {
+            resolver: tokio::sync::Mutex::new(resolver),
+            current: parking_lot::RwLock::new(None),
+            config: Config::sentinel(["redis://127.0.0.1:1/"], "mymaster"),
+            stale: AtomicBool::new(true),
+            changed: aware.then(|| Arc::new(Notify::new())),
+            master_addr: parking_lot::Mutex::new(None),
+            watchers: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether the watchdog was told (consumes the notification).
+    fn told(c: &SentinelConn) -> bool {
+        let changed = c.topology_changed().unwrap();
+        let told = changed.notified().now_or_never().is_some();
+        told
+    }
+
+    #[test]
+    fn a_different_master_after_an_error_wakes_the_watchdog() {
+        let c = conn(true);
+        // The first resolution and the same master again (a reconnect) are no failover.
+        c.resolved("127.0.0.1:7000".into());
+        assert!(!told(&c));
+        c.resolved("127.0.0.1:7000".into());
+        assert!(!told(&c));
+        // A different master is one: the watchdog is told, once.
+        c.resolved("127.0.0.1:7001".into());
+        assert!(told(&c));
+        assert!(!told(&c));
+    }
+
+    #[test]
+    fn awareness_off_tells_nobody() {
+        let c = conn(false);
+        c.resolved("127.0.0.1:7000".into());
+        c.resolved("127.0.0.1:7001".into());
+        assert!(c.topology_changed().is_none());
+    }
 }

@@ -21,6 +21,13 @@ impl Endpoints {
     /// [`LockError::InvalidArgument`] outside sentinel mode; redis-rs' errors for a builder it
     /// refuses.
     pub async fn sentinel_client(&self) -> Result<SentinelClient> {
+        Ok(self.sentinel_parts().await?.0)
+    }
+
+    /// [`sentinel_client`](Self::sentinel_client) and one plain client per sentinel, with the
+    /// sentinels' own credentials and TLS: what failover awareness subscribes with
+    /// (`+switch-master` on the sentinels' pub/sub, `conn/sentinel.rs`).
+    pub(crate) async fn sentinel_parts(&self) -> Result<(SentinelClient, Vec<redis::Client>)> {
         let Nodes::Sentinel { sentinels, master } = &self.nodes else {
             return Err(LockError::InvalidArgument(
                 "a sentinel client needs a sentinel configuration",
@@ -40,6 +47,17 @@ impl Endpoints {
                 .await
                 .then(|| (data.username().map(str::to_owned), password.to_owned())),
         };
+        let mut watchers = Vec::with_capacity(sentinels.len());
+        for info in sentinels {
+            let mut settings = RedisConnectionInfo::default();
+            if let Some((user, password)) = &to_sentinels {
+                if let Some(user) = user {
+                    settings = settings.set_username(user);
+                }
+                settings = settings.set_password(password);
+            }
+            watchers.push(self.client_at(info.clone().set_redis_settings(settings))?);
+        }
         let mut builder = SentinelClientBuilder::new(
             sentinels.iter().map(|i| i.addr().clone()),
             master,
@@ -75,7 +93,7 @@ impl Endpoints {
                     .set_client_to_sentinel_certificates(certs.for_redis());
             }
         }
-        Ok(builder.build()?)
+        Ok((builder.build()?, watchers))
     }
 
     /// Whether the first sentinel that answers wants a password (`NOAUTH` to a `PING` sent

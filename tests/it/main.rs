@@ -22,6 +22,7 @@ mod clocks;
 mod cluster;
 mod connect;
 mod count_down_latch;
+mod failover_aware;
 mod fair_linger;
 mod fair_lock;
 mod fault_holders;
