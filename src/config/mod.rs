@@ -354,7 +354,14 @@ impl Config {
     /// promoted replica) is reported lost ([`LockGuard::is_lost`](crate::LockGuard::is_lost),
     /// `lost()`, the lost-lease metric) within about a second of the switch, not at the next
     /// renewal a third of the watchdog timeout later. Off: holds are checked only at the
-    /// watchdog's regular renewals. It has no effect on standalone servers and clusters.
+    /// watchdog's regular renewals.
+    ///
+    /// On a Redis Cluster, where redis-rs follows `MOVED` without telling, the client polls
+    /// the slot map instead: one `CLUSTER SLOTS` to one node every 500 ms. When a slot has a
+    /// new master (a failover, a slot moved), the connection's own slot map is brought up to
+    /// date and the watchdog runs the same out-of-turn pass, so a hold the new master lacks is
+    /// reported lost within about a second of the switch. It has no effect on standalone
+    /// servers.
     ///
     /// ```
     /// let config = redisson_lock::Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")

@@ -10,7 +10,8 @@
 //!
 //! `mod.rs` the handle and how a command travels; `open` connecting from the endpoints;
 //! `replicas` replica sync (`WAIT`/`WAITAOF`, refusals, shortfalls); `naming` connection names;
-//! `sentinel` the master found through Sentinel; `batch` group commit.
+//! `sentinel` the master found through Sentinel; `cluster_watch` the slot map watched for a
+//! new master (failover awareness on a cluster); `batch` group commit.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use crate::config::AofSync;
 use crate::error::LockError;
 
 mod batch;
+mod cluster_watch;
 mod naming;
 mod open;
 mod replicas;
@@ -33,6 +35,7 @@ pub(crate) use replicas::Shortfall;
 pub(crate) use sentinel::SentinelConn;
 
 use batch::{Batcher, Entry};
+use cluster_watch::ClusterWatch;
 use replicas::{is_script, Refusals, ReplicaCounts};
 
 /// The command connection shared by everything a client does.
@@ -52,6 +55,8 @@ pub(crate) struct Conn {
     batch: Option<Arc<Batcher>>,
     /// The connections' name, sent again after errors that may mean a new connection.
     naming: Arc<Naming>,
+    /// The slot map's watch (cluster, failover awareness on); aborted with the last handle.
+    cluster_watch: Option<Arc<ClusterWatch>>,
 }
 
 #[derive(Clone)]
@@ -168,12 +173,14 @@ impl Conn {
         }
     }
 
-    /// Notified when the connection follows a failover to a new master (Sentinel, failover
-    /// awareness on): the watchdog's cue for an out-of-turn pass.
+    /// Notified when the connection follows a failover to a new master (Sentinel), or a slot
+    /// of the cluster has a new master (failover awareness on): the watchdog's cue for an
+    /// out-of-turn pass.
     pub(crate) fn topology_changed(&self) -> Option<Arc<tokio::sync::Notify>> {
         match &self.kind {
             Kind::Sentinel(s) => s.topology_changed(),
-            _ => None,
+            Kind::Cluster(_) => self.cluster_watch.as_ref().map(|w| w.topology_changed()),
+            Kind::Single(_) => None,
         }
     }
 

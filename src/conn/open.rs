@@ -1,6 +1,6 @@
 //! Opening the command connection from the endpoints (`endpoints::Endpoints`), in one pass:
 //! the standalone connection manager, the cluster connection (also the subscriber's, with
-//! pushes), or the sentinel resolver and the master it names.
+//! pushes) and its slot map's watch, or the sentinel resolver and the master it names.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 use super::batch::Batcher;
+use super::cluster_watch::ClusterWatch;
 use super::naming::Naming;
 use super::replicas::{Refusals, ReplicaCounts};
 use super::{Conn, Kind, SentinelConn};
@@ -56,6 +57,12 @@ impl Conn {
                 replicas: DashMap::new(),
             })
         });
+        let cluster_watch = match &kind {
+            Kind::Cluster(c) if config.failover_awareness() => {
+                Some(Arc::new(ClusterWatch::start(c.clone())))
+            }
+            _ => None,
+        };
         let mut conn = Conn {
             kind,
             sync,
@@ -65,6 +72,7 @@ impl Conn {
             shortfall: None,
             batch: None,
             naming: Arc::new(Naming::new(name)),
+            cluster_watch,
         };
         if config.batching() {
             conn.batch = Some(Batcher::new(conn.clone()));

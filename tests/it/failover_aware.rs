@@ -1,7 +1,7 @@
-//! Failover awareness through Sentinel: a hold the promoted replica lacks is reported lost at
-//! the switch, not at the watchdog's next renewal.
+//! Failover awareness through Sentinel and on a Cluster: a hold the promoted replica lacks is
+//! reported lost at the switch, not at the watchdog's next renewal.
 //!
-//! How the hold vanishes across the failover: replica sync is off, and the promoted replica
+//! Sentinel: how the hold vanishes across the failover: replica sync is off, and the promoted replica
 //! must not have the lock's key, the hazard of a failover that comes before the write reached
 //! the replica. After the lock is taken (and replicated, `WAIT`), the replica is made writable
 //! (`replica-read-only no`) and the key is deleted *on the replica only*: a write on a replica
@@ -10,13 +10,22 @@
 //! replica. The watchdog's period is 30 s (a 90 s watchdog timeout) and the whole test runs in
 //! the first few seconds after the lock is taken, so no periodic renewal can explain the loss:
 //! only the out-of-turn pass that the switch triggers can.
+//!
+//! Cluster: the same hazard on a real 3 masters x 1 replica cluster. Cluster replicas redirect
+//! every keyed command to their master, even when writable, so the key cannot be deleted there
+//! alone; `FLUSHALL` carries no key and runs on the node it is sent to: after the lock is taken
+//! and replicated (`WAIT`), the replica of the lock's master is made writable and flushed. The
+//! master keeps the hold; `CLUSTER FAILOVER` on the replica (the coordinated failover: the
+//! replica's replication offset is the master's, a write on a replica is not in the stream)
+//! then promotes the node that lacks it. The client learns of it from its slot map watch
+//! (`CLUSTER SLOTS` every 500 ms), not from any command of its own.
 
 use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
-use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
+use crate::support::cluster::{wait_until, Node, TestCluster, TestSentinel, MASTER_NAME};
 
 /// How soon after the switch the loss must be reported: generous for a loaded machine, far
 /// below the watchdog's 30 s period.
@@ -132,4 +141,123 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
     assert!(guard.is_lost());
     let port = s.master_port();
     assert_eq!(port, Some(replica_port));
+}
+
+/// Calls of `CLUSTER SLOTS` served by the cluster's nodes so far (`INFO commandstats`).
+fn slots_polls(cluster: &TestCluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            n.info("commandstats")
+                .lines()
+                .find_map(|l| l.strip_prefix("cmdstat_cluster|slots:calls="))
+                .and_then(|l| l.split(',').next())
+                .and_then(|c| c.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// The replica of `master` (by its `INFO replication`).
+fn replica_of<'a>(cluster: &'a TestCluster, master: &Node) -> &'a Node {
+    let info = master.info("replication");
+    let port: u16 = info
+        .lines()
+        .find(|l| l.starts_with("slave0:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no replica in {info}"));
+    cluster.nodes.iter().find(|n| n.port == port).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
+    let cluster = TestCluster::start(1);
+    let client = Client::with_config(
+        Config::cluster(cluster.urls())
+            .with_watchdog_timeout(Duration::from_secs(90))
+            .with_replica_sync(None)
+            .with_response_timeout(Duration::from_secs(1))
+            .with_connection_timeout(Duration::from_secs(1))
+            .with_failover_awareness(true),
+    )
+    .await
+    .expect("cluster client");
+    let guard = client.get_lock("fa-c").lock().await.unwrap();
+    let polls = slots_polls(&cluster);
+
+    // The hold reaches the replica, then the replica alone loses it.
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg("fa-c")
+        .query(&mut cluster.nodes[0].conn())
+        .unwrap();
+    let master = cluster.master_of(slot);
+    let replica = replica_of(&cluster, master);
+    let mut m = master.conn();
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut m).unwrap();
+    let mut r = replica.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut r)
+        .unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut r).unwrap();
+    let on_replica: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(on_replica, 0, "the replica lost the hold");
+    let on_master: bool = m.exists("fa-c").unwrap();
+    assert!(on_master, "the master still has the hold");
+    let (replica_port, master_port) = (replica.port, master.port);
+
+    // The watch has read the slot map since the client connected (two polls at least).
+    let cluster = std::sync::Arc::new(cluster);
+    let seen = {
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            wait_until(Duration::from_secs(20), || {
+                slots_polls(&cluster) >= polls + 3
+            })
+        })
+        .await
+        .unwrap()
+    };
+    assert!(seen, "the client polls CLUSTER SLOTS");
+    assert!(!guard.is_lost());
+
+    // The coordinated failover, to the replica that lacks the hold.
+    let switched = {
+        let cluster = cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            let node = cluster
+                .nodes
+                .iter()
+                .find(|n| n.port == replica_port)
+                .unwrap();
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .query(&mut node.conn())
+                .unwrap();
+            let promoted = wait_until(Duration::from_secs(30), || {
+                cluster.master_of(slot).port == replica_port
+            });
+            assert!(promoted, "the replica took over the lock's slot");
+            Instant::now()
+        })
+    };
+    let lost = async {
+        let _ = tokio::time::timeout(Duration::from_secs(45), guard.lost()).await;
+        Instant::now()
+    };
+    let (switched, lost) = tokio::join!(switched, lost);
+    let switched = switched.unwrap();
+    let detect = lost.saturating_duration_since(switched);
+    eprintln!("cluster: time from the switch to lost(): {detect:?}");
+    assert!(
+        detect < BOUND,
+        "lost() {detect:?} after the switch; the watchdog's period is 30 s"
+    );
+    assert!(guard.is_lost());
+    assert_ne!(cluster.master_of(slot).port, master_port);
 }
