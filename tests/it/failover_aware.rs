@@ -180,7 +180,8 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
             .with_replica_sync(None)
             .with_response_timeout(Duration::from_secs(1))
             .with_connection_timeout(Duration::from_secs(1))
-            .with_failover_awareness(true),
+            .with_failover_awareness(true)
+            .with_client_name("fa-cluster-watch"),
     )
     .await
     .expect("cluster client");
@@ -260,4 +261,22 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
     );
     assert!(guard.is_lost());
     assert_ne!(cluster.master_of(slot).port, master_port);
+
+    // The watch ends with the client: no connection of it is left open on any node.
+    drop(guard);
+    drop(client);
+    let gone = tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            cluster.nodes.iter().all(|n| {
+                let list: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .query(&mut n.conn())
+                    .unwrap_or_default();
+                !list.contains("name=fa-cluster-watch")
+            })
+        })
+    })
+    .await
+    .unwrap();
+    assert!(gone, "the client's connections closed once it was dropped");
 }
