@@ -161,7 +161,7 @@ enum Command {
         #[command(subcommand)]
         action: synchronizers::LatchAction,
     },
-    /// Reset a rate limiter (RRateLimiter).
+    /// Reset or delete a rate limiter (RRateLimiter).
     RateLimiter {
         #[command(subcommand)]
         action: synchronizers::RateLimiterAction,

@@ -49,6 +49,9 @@ pub enum RateLimiterAction {
     /// Start a fresh window with the same configuration (Redisson's setRate): the permits
     /// taken in the current window are forgotten. OVERALL limiters only.
     Reset { name: String },
+    /// Delete the rate limiter (Redisson's delete): its configuration and the OVERALL window;
+    /// until it is configured again, clients' acquires fail with a rate-limiter error.
+    Delete { name: String },
 }
 
 /// The JSON document of every write command (see docs/cli.md).
@@ -188,9 +191,27 @@ pub async fn latch(target: &Target, action: LatchAction, json: bool) -> Result<u
     }
 }
 
-/// `rate-limiter reset`.
+/// `rate-limiter reset|delete`.
 pub async fn rate_limiter(target: &Target, action: RateLimiterAction, json: bool) -> Result<u8> {
-    let RateLimiterAction::Reset { name } = action;
+    let name = match action {
+        RateLimiterAction::Reset { name } => name,
+        RateLimiterAction::Delete { name } => {
+            let deleted = target.client.get_rate_limiter(&name).delete().await?;
+            let outcome = Outcome {
+                name: &name,
+                kind: "rate_limiter",
+                action: "delete",
+                changed: deleted,
+                count: None,
+            };
+            let message = if deleted {
+                "deleted"
+            } else {
+                "no such rate limiter"
+            };
+            return report(outcome, json, message);
+        }
+    };
     let limiter = target.client.get_rate_limiter(&name);
     let Some(config) = limiter.config().await? else {
         return Err(Failure(format!(

@@ -94,7 +94,7 @@ async fn latch_count_down_wakes_its_waiter_and_delete_removes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rate_limiter_reset_starts_a_fresh_window() {
+async fn rate_limiter_reset_starts_a_fresh_window_and_delete_removes_it() {
     let (server, client) = with_client().await;
     let limiter = client.get_rate_limiter("cli:rate-w");
     limiter
@@ -118,4 +118,22 @@ async fn rate_limiter_reset_starts_a_fresh_window() {
         "{}",
         missing.stderr
     );
+
+    // `delete`: every key Redisson names goes (the configuration and the OVERALL window), so
+    // a client's acquire now fails as on a limiter never configured; a second delete changes
+    // nothing.
+    let v = json(args(&server, &["rate-limiter", "delete", "cli:rate-w"])).await;
+    assert_eq!(v["action"], "delete");
+    assert_eq!(v["changed"], true);
+    assert!(limiter.config().await.unwrap().is_none());
+    let mut raw = server.conn().await;
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg("*cli:rate-w*")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "keys left after delete: {left:?}");
+    assert!(limiter.try_acquire().await.is_err());
+    let v = json(args(&server, &["rate-limiter", "delete", "cli:rate-w"])).await;
+    assert_eq!(v["changed"], false);
 }
