@@ -190,3 +190,45 @@ async fn the_limit_holds_across_both_sides_within_one_interval() {
         );
     }
 }
+
+/// Our `delete` removes what Redisson's own `delete` removes: afterwards Java's `tryAcquire`
+/// fails as on a limiter never configured, Java's `trySetRate` takes again, and the new window
+/// is whole (no value or takes of the old one left behind to count against it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_delete_leaves_java_a_limiter_never_configured() {
+    let server = TestServer::start();
+    let client = server.client().await;
+    for peer in peers(&server.url(), None).await {
+        let v = peer.version().to_owned();
+        let name = format!("jrl:delete:{v}");
+        let rl = client.get_rate_limiter(&name);
+        assert!(
+            peer.bool("a", &format!("rl.trysetrate {name} OVERALL 5 60000"))
+                .await
+        );
+        assert!(peer.bool("a", &format!("rl.tryacquire {name} 2 0")).await);
+        assert!(rl.try_acquire_many(2).await.unwrap(), "{v}");
+        both_see(&peer, &rl, 1, &v).await;
+
+        assert!(rl.delete().await.unwrap(), "{v}");
+        let java = peer
+            .call("a", &format!("rl.tryacquire {name} 1 0"))
+            .await
+            .unwrap_err();
+        assert!(
+            java.message.contains("RateLimiter is not initialized"),
+            "{v}: {java:?}"
+        );
+        assert!(
+            !rl.delete().await.unwrap(),
+            "{v}: a second delete found something"
+        );
+
+        assert!(
+            peer.bool("a", &format!("rl.trysetrate {name} OVERALL 3 60000"))
+                .await,
+            "{v}: Java could not configure it again"
+        );
+        both_see(&peer, &rl, 3, &v).await;
+    }
+}
