@@ -401,13 +401,7 @@ async fn at_risk(now: &Now<'_>) {
 async fn replica_sync(now: &Now<'_>) {
     // No diskless-sync delay: the replica attaches at once instead of after 5 s.
     let master = TestServer::start_with(&["--repl-diskless-sync-delay", "0"]);
-    let port = master
-        .url()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let port = master.port.to_string();
     let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let linked = eventually(Duration::from_secs(30), || async {
         let info: String = redis::cmd("INFO")

@@ -49,13 +49,7 @@ async fn operations_are_exported_as_client_spans_with_database_attributes() {
         .init();
 
     let server = TestServer::start();
-    let port = server
-        .url()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let port = server.port.to_string();
     let client = server.client().await;
     let mut raw = server.conn().await;
 

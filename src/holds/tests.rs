@@ -4,12 +4,9 @@ use std::future::Future;
 
 const WD: u64 = 30_000;
 
-/// A renewal instant reads back exactly as recorded, later ones replace it, and a new
-/// hold counts as renewed when it was made.
-#[test]
-fn renewal_instants_read_back_exactly() {
-    let before = Instant::now();
-    let hold = Hold::new(
+/// A reentrant lock's hold on key `k`, field `f`.
+fn plain_hold() -> Hold {
+    Hold::new(
         "k".into(),
         "f".into(),
         Renewal::Hash,
@@ -18,7 +15,15 @@ fn renewal_instants_read_back_exactly() {
             layout: crate::scripts::Layout::Plain,
             publishes: true,
         },
-    );
+    )
+}
+
+/// A renewal instant reads back exactly as recorded, later ones replace it, and a new
+/// hold counts as renewed when it was made.
+#[test]
+fn renewal_instants_read_back_exactly() {
+    let before = Instant::now();
+    let hold = plain_hold();
     assert!(hold.renewed_at() >= before && hold.renewed_at() <= Instant::now());
     let at = Instant::now() + Duration::from_nanos(123_456_789);
     hold.renewed(at);
@@ -32,16 +37,7 @@ fn renewal_instants_read_back_exactly() {
 /// until a confirmed renewal, and is set again by a later failure.
 #[test]
 fn at_risk_is_set_once_and_cleared_by_a_renewal() {
-    let hold = Hold::new(
-        "k".into(),
-        "f".into(),
-        Renewal::Hash,
-        HoldKind {
-            channel_prefix: "redisson_lock__channel",
-            layout: crate::scripts::Layout::Plain,
-            publishes: true,
-        },
-    );
+    let hold = plain_hold();
     assert!(!hold.is_at_risk());
     let woken = hold.changed();
     let mut woken = std::pin::pin!(woken);

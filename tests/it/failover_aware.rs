@@ -45,6 +45,30 @@ async fn client(s: &TestSentinel, aware: bool) -> Client {
 }
 
 /// Whether every sentinel (by port) has a pub/sub subscriber: the client's `+switch-master`
+/// Waits for `switched` (it ends when the new master is visible) and for the guard's `lost()`,
+/// prints the time between them and checks it against [`BOUND`]. `lost()` is bounded well past
+/// the watchdog's first tick (30 s), so that with awareness off the test still ends and reports
+/// how late the regular renewal told.
+async fn lost_within_bound(
+    label: &str,
+    switched: tokio::task::JoinHandle<Instant>,
+    guard: &redisson_lock::RLockGuard,
+) {
+    let lost = async {
+        let _ = tokio::time::timeout(Duration::from_secs(45), guard.lost()).await;
+        Instant::now()
+    };
+    let (switched, lost) = tokio::join!(switched, lost);
+    let switched = switched.unwrap();
+    let detect = lost.saturating_duration_since(switched);
+    eprintln!("{label}time from the switch to lost(): {detect:?}");
+    assert!(
+        detect < BOUND,
+        "lost() {detect:?} after the switch; the watchdog's period is 30 s"
+    );
+    assert!(guard.is_lost());
+}
+
 /// listeners (the sentinels subscribe to nothing on one another).
 fn sentinels_watched(ports: &[u16]) -> bool {
     ports.iter().all(|p| {
@@ -124,21 +148,7 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
         assert!(promoted, "the sentinels promoted the replica");
         Instant::now()
     });
-    // Bounded well past the watchdog's first tick (30 s), so that with awareness off the
-    // test still ends, and reports how late the regular renewal told.
-    let lost = async {
-        let _ = tokio::time::timeout(Duration::from_secs(45), guard.lost()).await;
-        Instant::now()
-    };
-    let (switched, lost) = tokio::join!(switched, lost);
-    let switched = switched.unwrap();
-    let detect = lost.saturating_duration_since(switched);
-    eprintln!("time from the switch to lost(): {detect:?}");
-    assert!(
-        detect < BOUND,
-        "lost() {detect:?} after the switch; the watchdog's period is 30 s"
-    );
-    assert!(guard.is_lost());
+    lost_within_bound("", switched, &guard).await;
     let port = s.master_port();
     assert_eq!(port, Some(replica_port));
 }
@@ -247,19 +257,7 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
             Instant::now()
         })
     };
-    let lost = async {
-        let _ = tokio::time::timeout(Duration::from_secs(45), guard.lost()).await;
-        Instant::now()
-    };
-    let (switched, lost) = tokio::join!(switched, lost);
-    let switched = switched.unwrap();
-    let detect = lost.saturating_duration_since(switched);
-    eprintln!("cluster: time from the switch to lost(): {detect:?}");
-    assert!(
-        detect < BOUND,
-        "lost() {detect:?} after the switch; the watchdog's period is 30 s"
-    );
-    assert!(guard.is_lost());
+    lost_within_bound("cluster: ", switched, &guard).await;
     assert_ne!(cluster.master_of(slot).port, master_port);
 
     // The watch ends with the client: no connection of it is left open on any node.

@@ -20,13 +20,7 @@ const WITHIN: Duration = Duration::from_secs(30);
 /// may run everything, and `locker`'s URL.
 async fn master_with_replica() -> (TestServer, TestServer, String) {
     let master = TestServer::start();
-    let port = master
-        .url()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let port = master.port.to_string();
     let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let linked = eventually(WITHIN, || async {
         let info: String = redis::cmd("INFO")
