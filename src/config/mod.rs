@@ -74,6 +74,7 @@ pub struct Config {
     connection_timeout: Duration,
     subscription_timeout: Duration,
     fair_lock_wait_timeout: Duration,
+    writer_preference: bool,
     retry_attempts: u32,
     retry_delay: Duration,
     latch_queue: usize,
@@ -150,6 +151,7 @@ impl Config {
             connection_timeout: DEFAULT_CONNECTION_TIMEOUT,
             subscription_timeout: DEFAULT_SUBSCRIPTION_TIMEOUT,
             fair_lock_wait_timeout: DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+            writer_preference: true,
             retry_attempts: DEFAULT_RETRY_ATTEMPTS,
             retry_delay: DEFAULT_RETRY_DELAY,
             latch_queue: DEFAULT_LATCH_QUEUE,
@@ -284,6 +286,27 @@ impl Config {
     /// skips it. Use the same value as your Java fleet's `fairLockWaitTimeout`.
     pub fn with_fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
         self.fair_lock_wait_timeout = timeout;
+        self
+    }
+
+    /// Writer preference of this client's read-write locks (default on): while a write acquire
+    /// of this client waits on a name, new read acquires of this client on that name wait
+    /// behind it (a `try_lock` of the read side fails at once), so a stream of local readers
+    /// cannot starve a local writer. An owner that already holds the name's read or write side
+    /// in this client is never held back (re-entry and downgrade cannot deadlock on it).
+    ///
+    /// Client-side only: nothing changes on the wire. Readers in other processes (Java
+    /// Redisson's included) follow Redisson's read-preferring data as before: they enter
+    /// whenever the lock is in read mode, waiting writers or not. Off: Redisson's behaviour, a
+    /// read enters whenever the lock is in read mode.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::new("redis://127.0.0.1:6379/").with_writer_preference(false);
+    /// assert!(!config.writer_preference());
+    /// ```
+    pub fn with_writer_preference(mut self, on: bool) -> Self {
+        self.writer_preference = on;
         self
     }
 
@@ -512,6 +535,10 @@ impl Config {
     /// See [`Config::with_fair_lock_wait_timeout`].
     pub fn fair_lock_wait_timeout(&self) -> Duration {
         self.fair_lock_wait_timeout
+    }
+    /// See [`Config::with_writer_preference`].
+    pub fn writer_preference(&self) -> bool {
+        self.writer_preference
     }
     /// See [`Config::with_retry_attempts`].
     pub fn retry_attempts(&self) -> u32 {

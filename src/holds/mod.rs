@@ -369,6 +369,8 @@ pub(crate) struct Holds {
     pub(crate) permits: permits::Permits,
     /// Acquisitions in flight for default owners (a second one by the same owner is refused).
     pub(crate) claims: claims::Claims,
+    /// Write acquires waiting, per lock name (the read-write lock's writer preference).
+    pub(crate) writers: writers::Writers,
 }
 
 impl Holds {
@@ -448,6 +450,7 @@ impl Holds {
 
 pub(crate) mod claims;
 pub(crate) mod permits;
+pub(crate) mod writers;
 
 #[cfg(test)]
 mod schedules;

@@ -201,6 +201,10 @@ impl<K: LockKind> Lock<K> {
             false => None,
         };
         let try_ = Try::new(self, &req, &hold);
+        // Writer preference: a new reader waits while a write acquire of this client waits.
+        if !self.behind_writers(&hold, deadline).await {
+            return Ok(None);
+        }
         // A wait that ends without the lock leaves the queue (fair lock), however it ends.
         let mut leave = try_.enqueue.then(|| QueueExit {
             lock: self,
@@ -227,7 +231,13 @@ impl<K: LockKind> Lock<K> {
             Attempt::Taken(guard) => Some(guard),
             Attempt::Held { ttl_ms } => match (remaining(deadline), self.shared.kind.backoff()) {
                 (None, _) => None,
-                (Some(left), None) => self.wait(&try_, deadline, left, ttl_ms).await?,
+                (Some(left), None) => {
+                    // A waiting writer holds this client's new readers back until it ends.
+                    let _waits = (K::SPEC.layout == Layout::Write
+                        && self.client().config().writer_preference())
+                    .then(|| self.client().holds().writers.waiting(&self.shared.name));
+                    self.wait(&try_, deadline, left, ttl_ms).await?
+                }
                 (Some(_), Some(backoff)) => self.spin(&try_, deadline, backoff.delays()).await?,
             },
         };
@@ -277,6 +287,35 @@ impl<K: LockKind> Lock<K> {
             }
         }
         Ok(claim)
+    }
+
+    /// The read-write lock's writer preference ([`Config::with_writer_preference`]): a read
+    /// acquire waits while a write acquire of this client waits on the name, unless its owner
+    /// already holds the name's read or write side here (re-entry and downgrade pass, or they
+    /// could wait for themselves). `false`: still held back at `deadline` (a `try_lock` at once).
+    ///
+    /// [`Config::with_writer_preference`]: crate::Config::with_writer_preference
+    async fn behind_writers(&self, hold: &Arc<Hold>, deadline: Option<Instant>) -> bool {
+        let client = self.client();
+        let writers = &client.holds().writers;
+        if K::SPEC.layout != Layout::Read
+            || !client.config().writer_preference()
+            || !writers.any(&self.shared.name)
+        {
+            return true;
+        }
+        if hold.gate().await.count() > 0 {
+            return true;
+        }
+        let write_field = format!("{}{}", hold.field, Write::SPEC.field_suffix);
+        if let Some(w) = client.holds().find(&self.shared.name, &write_field) {
+            if w.gate().await.count() > 0 {
+                return true;
+            }
+        }
+        let deadline = deadline.map(tokio::time::Instant::from_std);
+        tracing::trace!(lock = %self.name(), "reader held back behind a waiting writer");
+        writers.clear(&self.shared.name, deadline).await
     }
 
     /// The owner's per-waiter channel when a wait of it ended moments ago with a grant and the

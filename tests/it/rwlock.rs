@@ -640,3 +640,186 @@ async fn undoing_a_cancelled_read_reentry_keeps_other_leases() {
     rb.unlock().await.unwrap();
     assert!(!raw.exists::<_, bool>(name).await.unwrap());
 }
+
+// === writer preference (client-side): a waiting local writer holds this client's new readers
+// back; nothing changes on the wire, so other clients' readers (Java's) still enter ===
+
+/// A waiting writer of this client: its new readers are held back (a `try_lock` fails), its
+/// read holders still re-enter (no self-deadlock), another client's readers still enter (the
+/// data is Redisson's, read-preferring), and the writer gets in as soon as the holders leave.
+/// A writer whose wait is dropped lets the readers through again; the switch off restores
+/// Redisson's read preference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writer_holds_this_clients_new_readers_back() {
+    let (server, [client, other]) = two_clients().await;
+    let name = "rw:writer-pref";
+    let rw = client.get_read_write_lock(name);
+    let (a, b, c, w) = (
+        LockOwner::new(1),
+        LockOwner::new(2),
+        LockOwner::new(3),
+        LockOwner::new(4),
+    );
+    let held = rw.read_lock().with_owner(a).lock().await.unwrap();
+    let wl = rw.write_lock().with_owner(w);
+    let writer = tokio::spawn(async move { wl.lock().await.unwrap() });
+    // The writer waits once it subscribed (it counts as waiting before it subscribes).
+    assert!(channel_subscribers(&server, &channel(name), 1).await);
+
+    let read = |o| rw.read_lock().with_owner(o);
+    assert!(
+        read(b).try_lock().await.unwrap().is_none(),
+        "a new local reader passed the writer"
+    );
+    // A read holder re-enters: holding the writer off is its own business, not a deadlock.
+    let again = read(a)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("read re-entry held back");
+    // Another client's reader (a Java client's, on the wire) still enters: Redisson's data.
+    let foreign = other
+        .get_read_write_lock(name)
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("another client's reader held back");
+    // A reader that may wait queues behind the writer.
+    let rc = read(c);
+    let reader = tokio::spawn(async move { rc.lock().await.unwrap() });
+
+    for g in [again, held] {
+        g.unlock().await.unwrap();
+    }
+    foreign.unlock().await.unwrap();
+    let wg = tokio::time::timeout(WAIT, writer)
+        .await
+        .expect("writer not let in")
+        .unwrap();
+    assert!(!reader.is_finished(), "a reader got in beside the writer");
+    wg.unlock().await.unwrap();
+    tokio::time::timeout(WAIT, reader)
+        .await
+        .expect("reader not let in after the writer")
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+
+    // A writer whose wait is dropped holds nobody back any more.
+    let held = read(a).lock().await.unwrap();
+    let wl = rw.write_lock().with_owner(w);
+    let writer = tokio::spawn(async move { wl.lock().await.map(drop) });
+    assert!(
+        eventually(WAIT, || async {
+            read(b).try_lock().await.unwrap().is_none()
+        })
+        .await
+    );
+    writer.abort();
+    assert!(writer.await.unwrap_err().is_cancelled());
+    read(b)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("reader held back by a dropped writer")
+        .unlock()
+        .await
+        .unwrap();
+    held.unlock().await.unwrap();
+
+    // Off: Redisson's read preference, a new reader enters beside a waiting writer.
+    let plain = server
+        .client_with(|c| c.with_writer_preference(false))
+        .await;
+    let prw = plain.get_read_write_lock(name);
+    let held = prw.read_lock().with_owner(a).lock().await.unwrap();
+    let before = numsub_on(&server, &channel(name)).await;
+    let wl = prw.write_lock().with_owner(w);
+    let writer = tokio::spawn(async move { wl.lock().await.unwrap().unlock().await.unwrap() });
+    assert!(channel_subscribers(&server, &channel(name), before + 1).await);
+    let r = prw.read_lock().with_owner(b).try_lock().await.unwrap();
+    r.expect("switched off, a reader is held back")
+        .unlock()
+        .await
+        .unwrap();
+    held.unlock().await.unwrap();
+    tokio::time::timeout(WAIT, writer).await.unwrap().unwrap();
+}
+
+/// The writer's wait is bounded by events: readers of one client take and release the read lock
+/// in a loop beside a long reader; once the writer waits (behind the long reader), no read
+/// acquire that began after that completes before the writer's grant, and when the long reader
+/// leaves, the writer gets in. Without the preference the loop keeps the mode `read` and
+/// starves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_local_readers_does_not_starve_the_writer() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    const READERS: usize = 4;
+    let (server, client) = with_client().await;
+    let name = "rw:stream";
+    let rw = client.get_read_write_lock(name);
+    let long = rw
+        .read_lock()
+        .with_owner(LockOwner::new(100))
+        .lock()
+        .await
+        .unwrap();
+    let writer_waits = Arc::new(AtomicBool::new(false));
+    let writer_in = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Reads begun after the writer waited that completed before its grant; reads in flight.
+    let (passed, behind) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..READERS {
+        let r = rw.read_lock();
+        let (waits, w_in, stop) = (writer_waits.clone(), writer_in.clone(), stop.clone());
+        let (passed, behind, reads) = (passed.clone(), behind.clone(), reads.clone());
+        readers.push(tokio::spawn(async move {
+            while !stop.load(SeqCst) {
+                let began_behind = waits.load(SeqCst);
+                behind.fetch_add(1, SeqCst);
+                let g = r.lock().await.unwrap();
+                behind.fetch_sub(1, SeqCst);
+                if began_behind && !w_in.load(SeqCst) {
+                    passed.fetch_add(1, SeqCst);
+                }
+                reads.fetch_add(1, SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    // The stream runs before the writer comes.
+    assert!(eventually(WAIT, || async { reads.load(SeqCst) >= 20 }).await);
+    let wl = rw.write_lock();
+    let w_in = writer_in.clone();
+    let writer = tokio::spawn(async move {
+        let g = wl.lock().await.unwrap();
+        w_in.store(true, SeqCst);
+        g.unlock().await.unwrap();
+    });
+    // Waiting once subscribed (readers never wait while no writer holds: it is the writer's).
+    assert!(channel_subscribers(&server, &channel(name), 1).await);
+    writer_waits.store(true, SeqCst);
+    // Every reader is in an acquire (held back behind the writer), or one got in past it.
+    let both = || async { behind.load(SeqCst) == READERS || passed.load(SeqCst) > 0 };
+    assert!(eventually(WAIT, both).await);
+    long.unlock().await.unwrap();
+    let settled = eventually(WAIT, || async {
+        writer_in.load(SeqCst) || passed.load(SeqCst) > 0
+    })
+    .await;
+    stop.store(true, SeqCst);
+    let passed = passed.load(SeqCst);
+    assert_eq!(
+        passed, 0,
+        "{passed} reads began behind the waiting writer and got in first"
+    );
+    assert!(settled && writer_in.load(SeqCst), "writer starved");
+    writer.await.unwrap();
+    for r in readers {
+        tokio::time::timeout(WAIT, r).await.unwrap().unwrap();
+    }
+}
