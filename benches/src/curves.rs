@@ -63,7 +63,8 @@ pub async fn run_all(
         for n in HOLDS {
             server::flushall(admin).await?;
             say(format!("  SW: watchdog, {n} holds"));
-            workloads::watchdog_n(t, n, WD_WINDOW, &format!("sw.{n}"), admin, run).await?;
+            let r = workloads::watchdog_n(t, n, WD_WINDOW, &format!("sw.{n}"), admin, run).await;
+            failed(run, &format!("sw.{n}"), r, say);
         }
         timed(run, "sw", t0);
     }
@@ -74,7 +75,9 @@ pub async fn run_all(
             say(format!(
                 "  SP: {n} parked waiters over {WAITER_NAMES} names"
             ));
-            workloads::many_waiters_n(t, n, WAITER_NAMES, &format!("sp.{n}"), admin, run).await?;
+            let r =
+                workloads::many_waiters_n(t, n, WAITER_NAMES, &format!("sp.{n}"), admin, run).await;
+            failed(run, &format!("sp.{n}"), r, say);
         }
         timed(run, "sp", t0);
     }
@@ -83,7 +86,8 @@ pub async fn run_all(
         for n in NAMES {
             server::flushall(admin).await?;
             say(format!("  SN: W2 x{NAME_TASKS} over {n} names"));
-            names(t, n, admin, run).await?;
+            let r = names(t, n, admin, run).await;
+            failed(run, &format!("sn.{n}"), r, say);
         }
         timed(run, "sn", t0);
     }
@@ -94,7 +98,8 @@ pub async fn run_all(
             server::flushall(admin).await?;
             say(format!("  ST: W2 x{n}"));
             let mut one = Run::default();
-            workloads::w2(lib.clone(), Kind::Ours, n, SECS, admin, &mut one).await?;
+            let r = workloads::w2(lib.clone(), Kind::Ours, n, SECS, admin, &mut one).await;
+            failed(run, &format!("st.{n}"), r, say);
             let prefix = format!("w2.ours.{n}.");
             for (k, v) in one.f {
                 if let Some(rest) = k.strip_prefix(&prefix) {
@@ -110,6 +115,14 @@ pub async fn run_all(
         timed(run, "st", t0);
     }
     Ok(())
+}
+
+/// A point that failed: said, noted (`fail.<point>`), and the curve goes on.
+fn failed(run: &mut Run, point: &str, r: Result<()>, say: &dyn Fn(String)) {
+    if let Err(e) = r {
+        say(format!("  {point} failed: {e}"));
+        run.note(format!("fail.{point}"), e.to_string());
+    }
 }
 
 /// The names curve at `n` names: every name taken and released once (256 tasks), then W2 with
