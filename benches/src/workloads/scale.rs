@@ -18,7 +18,8 @@ pub async fn watchdog(
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
-    watchdog_n(t, plan.wd_locks, plan.wd_window, "wd", admin, run).await
+    let lease = Duration::from_secs(3);
+    watchdog_n(t, plan.wd_locks, lease, plan.wd_window, "wd", admin, run).await
 }
 
 /// The watchdog workload with `holds` locks held for `window`; figures under `<key>.`. Besides
@@ -28,13 +29,13 @@ pub async fn watchdog(
 pub async fn watchdog_n(
     t: &Target,
     holds: usize,
+    lease: Duration,
     window: Duration,
     key: &str,
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
     use redisson_lock::{Client, Config};
-    let lease = Duration::from_secs(3);
     let client =
         Client::with_config(Config::new(t.url.as_str()).with_watchdog_timeout(lease)).await?;
     let locks: Vec<_> = (0..holds)
