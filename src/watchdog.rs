@@ -37,6 +37,8 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
     // This task is spawned while the client is being built: until `with_config` wakes it once
     // the client is complete, `upgrade` would fail as if the client were gone, and end the task.
     wake.notified().await;
+    // When the last pass began: the next one is due a period after that.
+    let mut last_pass: Option<Instant> = None;
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -52,10 +54,11 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
         match period {
             // Idle until something is acquired in watchdog mode (sweeping now and then).
             None => {
+                last_pass = None;
                 let _ = tokio::time::timeout(idle, notified).await;
             }
             Some(period) => {
-                let due = Instant::now() + period;
+                let due = next_due(last_pass, period, Instant::now());
                 // A failover (failover awareness) cuts the wait short: every hold is checked
                 // on the new master at once.
                 let switched = async {
@@ -65,15 +68,29 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
                     }
                 };
                 tokio::select! {
-                    () = tokio::time::sleep(period) => {
+                    () = tokio::time::sleep_until(due.into()) => {
                         observe::watchdog_lag(Instant::now().saturating_duration_since(due));
                     }
                     () = switched => {}
                 }
                 let Some(c) = client.upgrade() else { return };
+                last_pass = Some(Instant::now());
                 renew_all(&c).await;
             }
         }
+    }
+}
+
+/// When the next renewal pass is due: one period after the previous pass *began* (one period
+/// from `now` when there was none). Counting from the start keeps every hold's renewals at most
+/// `max(period, pass time)` apart; counting from the end of the pass would add the pass's time
+/// to each interval, and with many holds on a loaded host (100k holds: a pass of 2 s against a
+/// 1 s period) that exceeds the lease and the holds expire while the watchdog renews them. A
+/// pass longer than the period is followed by the next one at once.
+fn next_due(last_pass: Option<Instant>, period: Duration, now: Instant) -> Instant {
+    match last_pass {
+        Some(began) => began + period,
+        None => now + period,
     }
 }
 
@@ -175,5 +192,35 @@ fn expire_unrenewed(chunk: &[Arc<Hold>], epochs: &[u64], lease: Duration) {
                 "lock lost: not renewed for a whole lease (server unreachable)"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass that outlasts the period: the next one is due at once, so a hold renewed early in
+    /// the long pass is renewed again within `max(period, pass)`, well inside the lease.
+    #[test]
+    fn a_long_pass_is_followed_at_once() {
+        let period = Duration::from_secs(1);
+        let began = Instant::now();
+        let pass = Duration::from_millis(2_100);
+        let ended = began + pass;
+        let due = next_due(Some(began), period, ended);
+        assert!(
+            due.saturating_duration_since(began) <= period.max(pass),
+            "next pass due {:?} after the previous began",
+            due - began
+        );
+        assert!(
+            due <= ended,
+            "a pass longer than the period is followed at once"
+        );
+        // A short pass: the next one a period after the previous began, not after it ended.
+        let short = began + Duration::from_millis(300);
+        assert_eq!(next_due(Some(began), period, short), began + period);
+        // The first pass: a period from now.
+        assert_eq!(next_due(None, period, ended), ended + period);
     }
 }

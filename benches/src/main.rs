@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
-//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm]
+//!     [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc,scale|sw,sp,sn,st]
 //!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //!     [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]
@@ -19,9 +19,13 @@
 //! per server, one table each plus the main figures side by side); `--server-cpus` and
 //! `--client-cpus` pin the servers and this process (`taskset -c` lists); `--only wc` runs W2 over
 //! 1-, 3- and 6-master clusters (`cluster.rs`; not in the default plan: it takes ~2 minutes).
+//!
+//! Cost as the work grows (issue 30 item 3): `--only scale` (or any of `sw,sp,sn,st`) runs the
+//! watchdog, parked-waiter, names and tasks curves of `curves.rs`; not in the default plan.
 
 mod cluster;
 mod contend;
+mod curves;
 mod deploy;
 mod libs;
 mod pin;
@@ -117,7 +121,7 @@ fn parse_args() -> Result<Args> {
                 lock = libs::LockKind::parse(&v).ok_or_else(|| format!("unknown lock {v}"))?;
             }
             "-h" | "--help" => {
-                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
+                println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc,scale,sw,sp,sn,st] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
                     Kind::ALL.map(Kind::key).join(","));
                 std::process::exit(0);
             }
@@ -223,6 +227,9 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     }
     if let Some(t) = cluster::table(&report) {
         println!("\nWC: W2 over an N-master cluster (one client process):\n\n{t}");
+    }
+    if let Some(t) = curves::table(&report) {
+        println!("\nCost as the work grows (one run; the figures that are counts do not depend on load):\n{t}");
     }
     if let Some(t) = deploy::busy_table(&report) {
         println!("\nW2, server busy share per row (pinned):\n\n{t}");
@@ -463,6 +470,14 @@ async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
             if let Err(e) = cluster::wc(&args.libs, &mut run, &say).await {
                 say(format!("  WC failed: {e}"));
                 run.note("fail.wc.ours", e.to_string());
+            }
+        }
+        if curves::wanted(&args.only).iter().any(|&w| w) {
+            if let Err(e) =
+                curves::run_all(&target, &args.only, &mut admin, &mut run, &|m| say(m)).await
+            {
+                say(format!("  scale curves failed: {e}"));
+                run.note("fail.scale.ours", e.to_string());
             }
         }
         if on("rl") && args.libs.contains(&Kind::Ours) {

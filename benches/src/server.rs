@@ -158,8 +158,12 @@ fn wait_ready(target: &Target, within: Duration) -> bool {
 }
 
 pub async fn connect(target: &Target) -> Result<MultiplexedConnection> {
+    // redis-rs's default reply timeout (500 ms) is too short for INFO while the scale curves
+    // flood the server (100k waiters parking at once).
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(30)));
     Ok(redis::Client::open(target.url.as_str())?
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await?)
 }
 

@@ -14,7 +14,7 @@ mod two_procs;
 mod w0;
 
 pub use redlock::redlock;
-pub use scale::{many_waiters, watchdog};
+pub use scale::{dbsize, many_waiters, many_waiters_n, used_memory, watchdog, watchdog_n};
 pub use throughput::{w1, w2, Cycles};
 pub use two_procs::{child, w3, w3_as, w3w, ChildArgs};
 pub use w0::w0;

@@ -18,12 +18,28 @@ pub async fn watchdog(
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
-    use redisson_lock::{Client, Config};
     let lease = Duration::from_secs(3);
+    watchdog_n(t, plan.wd_locks, lease, plan.wd_window, "wd", admin, run).await
+}
+
+/// The watchdog workload with `holds` locks held for `window`; figures under `<key>.`. Besides
+/// the counts, it times one whole renewal pass (`pass_ms`) and samples the leases of up to 256
+/// holds spread over them every 50 ms: the oldest lease seen, less the renewal period, is the
+/// longest renewal lag (`lag_ms`; to the sampling step).
+pub async fn watchdog_n(
+    t: &Target,
+    holds: usize,
+    lease: Duration,
+    window: Duration,
+    key: &str,
+    admin: &mut MultiplexedConnection,
+    run: &mut Run,
+) -> Result<()> {
+    use redisson_lock::{Client, Config};
     let client =
         Client::with_config(Config::new(t.url.as_str()).with_watchdog_timeout(lease)).await?;
-    let locks: Vec<_> = (0..plan.wd_locks)
-        .map(|i| client.get_lock(format!("wd:{i}")))
+    let locks: Vec<_> = (0..holds)
+        .map(|i| client.get_lock(format!("{key}:{i}")))
         .collect();
     let t0 = Instant::now();
     let mut guards = Vec::with_capacity(locks.len());
@@ -32,15 +48,53 @@ pub async fn watchdog(
             guards.push(g?);
         }
     }
-    run.set("wd.acquire_s", t0.elapsed().as_secs_f64());
+    run.set(format!("{key}.acquire_s"), t0.elapsed().as_secs_f64());
     // One renewal pass first: the first pass after a script-cache flush pays NOSCRIPT + SCRIPT
     // LOAD per batch, which is not the steady state being measured.
     client.renew_now().await;
+    // A second one, timed: what one tick's pass takes, first script sent to last reply.
+    let p0 = Instant::now();
+    client.renew_now().await;
+    run.set(format!("{key}.pass_ms"), p0.elapsed().as_secs_f64() * 1e3);
+    let sampled: Vec<String> = {
+        let step = (holds / 256).max(1);
+        (0..holds)
+            .step_by(step)
+            .map(|i| format!("{key}:{i}"))
+            .collect()
+    };
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let sampler = {
+        let (mut conn, stop) = (server::connect(t).await?, stop.clone());
+        let lease_ms = lease.as_millis() as i64;
+        tokio::spawn(async move {
+            let mut oldest = 0i64;
+            loop {
+                let mut pipe = redis::pipe();
+                for k in &sampled {
+                    pipe.cmd("PTTL").arg(k);
+                }
+                let ttls: Vec<i64> = pipe.query_async(&mut conn).await?;
+                for ttl in ttls {
+                    if ttl < 0 {
+                        return Err::<i64, crate::util::Error>("a watched hold expired".into());
+                    }
+                    oldest = oldest.max(lease_ms - ttl);
+                }
+                tokio::select! {
+                    () = stop.notified() => return Ok(oldest),
+                    () = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+        })
+    };
     let s0 = server::snapshot(admin).await?;
     let c0 = cpu_ns();
-    tokio::time::sleep(plan.wd_window).await;
+    tokio::time::sleep(window).await;
     let c1 = cpu_ns();
     let s1 = server::snapshot(admin).await?;
+    stop.notify_one();
+    let oldest_ms = sampler.await??;
     let d = Delta::between(&s0, &s1);
     let n = guards.len() as f64;
     // Every renewal checks each lock with one HEXISTS: that counts the ticks.
@@ -49,24 +103,38 @@ pub async fn watchdog(
         return Err("watchdog: no renewal tick in the window".into());
     }
     let watched = client.stats().watched_holds;
-    let ttl: i64 = redis::cmd("PTTL").arg("wd:0").query_async(admin).await?;
-    run.set("wd.locks", n);
-    run.set("wd.watched", watched as f64);
-    run.set("wd.ticks", ticks);
-    run.set("wd.tick_s", lease.as_secs_f64() / 3.0);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("{key}:0"))
+        .query_async(admin)
+        .await?;
+    // The sampler's PTTLs are the bench's, not the watchdog's.
+    let pttls = d.calls("pttl");
+    let period_ms = lease.as_secs_f64() * 1e3 / 3.0;
+    let f = |s: &str| format!("{key}.{s}");
+    run.set(f("locks"), n);
+    run.set(f("watched"), watched as f64);
+    run.set(f("ticks"), ticks);
+    run.set(f("tick_s"), lease.as_secs_f64() / 3.0);
+    run.set(f("scripts_per_tick"), d.calls("evalsha") as f64 / ticks);
     run.set(
-        "wd.scripts_per_lock_tick",
+        f("scripts_per_lock_tick"),
         d.calls("evalsha") as f64 / (n * ticks),
     );
-    run.set("wd.cmds_per_lock_tick", d.all_calls() as f64 / (n * ticks));
     run.set(
-        "wd.toplevel_per_lock_tick",
-        d.total.saturating_sub(1) as f64 / (n * ticks),
+        f("cmds_per_lock_tick"),
+        d.all_calls().saturating_sub(pttls) as f64 / (n * ticks),
     );
-    run.set("wd.client_cpu_ms_per_tick", (c1 - c0) as f64 / 1e6 / ticks);
-    run.set("wd.server_cpu_ms_per_tick", d.cpu_s * 1e3 / ticks);
-    run.set("wd.pttl_after_ms", ttl as f64);
-    run.note("wd.per_lock_tick", d.per(n * ticks));
+    run.set(
+        f("toplevel_per_lock_tick"),
+        d.total.saturating_sub(1 + pttls) as f64 / (n * ticks),
+    );
+    run.set(f("client_cpu_ms_per_tick"), (c1 - c0) as f64 / 1e6 / ticks);
+    run.set(f("server_cpu_ms_per_tick"), d.cpu_s * 1e3 / ticks);
+    run.set(f("pttl_after_ms"), ttl as f64);
+    run.set(f("lag_ms"), (oldest_ms as f64 - period_ms).max(0.0));
+    let mut d = d;
+    d.calls.remove("pttl");
+    run.note(f("per_lock_tick"), d.per(n * ticks));
     let mut guards = guards;
     while !guards.is_empty() {
         let rest = guards.split_off(guards.len().saturating_sub(500));
@@ -86,9 +154,22 @@ pub async fn many_waiters(
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
+    many_waiters_n(t, plan.mw_waiters, plan.mw_names, "mw", admin, run).await
+}
+
+/// `waiters` waiters over `names` names, all parked at once on one client, then released;
+/// figures under `<key>.`.
+pub async fn many_waiters_n(
+    t: &Target,
+    waiters: usize,
+    names: usize,
+    key: &str,
+    admin: &mut MultiplexedConnection,
+    run: &mut Run,
+) -> Result<()> {
     use redisson_lock::Client;
     let client = Client::connect(&t.url).await?;
-    let names: Arc<Vec<String>> = Arc::new((0..plan.mw_names).map(|j| format!("mw:{j}")).collect());
+    let names: Arc<Vec<String>> = Arc::new((0..names).map(|j| format!("{key}:{j}")).collect());
     // Holders: one task takes every name, then releases all on a signal.
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
@@ -111,9 +192,10 @@ pub async fn many_waiters(
     ready_rx.await.map_err(|_| "holders failed")?;
     let rss0 = rss_bytes();
     let heap0 = live_heap_bytes();
+    let mem0 = used_memory(admin).await?;
     let base = server::snapshot(admin).await?;
-    let mut joins = Vec::with_capacity(plan.mw_waiters);
-    for i in 0..plan.mw_waiters {
+    let mut joins = Vec::with_capacity(waiters);
+    for i in 0..waiters {
         let (client, names) = (client.clone(), names.clone());
         joins.push(tokio::spawn(async move {
             let lock = client.get_lock(names[i % names.len()].as_str());
@@ -131,7 +213,7 @@ pub async fn many_waiters(
         tokio::time::sleep(Duration::from_millis(100)).await;
         let s = server::snapshot(admin).await?;
         let n = Delta::between(&base, &s).calls("evalsha");
-        if n >= plan.mw_waiters as u64 && n == last {
+        if n >= waiters as u64 && n == last {
             stable += 1;
             if stable >= 3 {
                 break;
@@ -144,6 +226,7 @@ pub async fn many_waiters(
     let park_s = t_park.elapsed().as_secs_f64();
     let rss1 = rss_bytes();
     let heap1 = live_heap_bytes();
+    let mem1 = used_memory(admin).await?;
     let stats = client.stats();
     let sub_conns = server::subscriber_connections(admin).await?;
     let s0 = server::snapshot(admin).await?;
@@ -162,22 +245,40 @@ pub async fn many_waiters(
     let s1 = server::snapshot(admin).await?;
     holder.await??;
     let d = Delta::between(&s0, &s1);
-    let w = plan.mw_waiters as f64;
-    run.set("mw.waiters", w);
-    run.set("mw.names", plan.mw_names as f64);
-    run.set("mw.park_s", park_s);
-    run.set("mw.sub_conns", sub_conns as f64);
-    run.set("mw.client_sub_conns", stats.subscriber_connections as f64);
-    run.set("mw.channels", stats.subscribed_channels as f64);
-    run.set("mw.rss_per_waiter", rss1.saturating_sub(rss0) as f64 / w);
+    let w = waiters as f64;
+    let f = |s: &str| format!("{key}.{s}");
+    run.set(f("waiters"), w);
+    run.set(f("names"), names.len() as f64);
+    run.set(f("park_s"), park_s);
+    run.set(f("sub_conns"), sub_conns as f64);
+    run.set(f("client_sub_conns"), stats.subscriber_connections as f64);
+    run.set(f("channels"), stats.subscribed_channels as f64);
+    run.set(f("rss_per_waiter"), rss1.saturating_sub(rss0) as f64 / w);
     // What the parked waiters hold (their tasks, futures, and the client's per-waiter state),
     // including the bench's own `JoinHandle` per waiter (a pointer) and its task wrapper.
-    run.set("mw.heap_per_waiter", heap1.saturating_sub(heap0) as f64 / w);
-    run.set("mw.rss_mb", rss1 as f64 / 1048576.0);
-    run.set("mw.all_ms", all_ms);
-    run.set("mw.rate", w / (all_ms / 1e3));
-    run.set("mw.scripts_per_acq", d.calls("evalsha") as f64 / w);
-    run.set("mw.client_cpu_us_per_acq", (c1 - c0) as f64 / 1e3 / w);
-    run.note("mw.per_acq", d.per(w));
+    run.set(f("heap_per_waiter"), heap1.saturating_sub(heap0) as f64 / w);
+    run.set(f("rss_mb"), rss1 as f64 / 1048576.0);
+    run.set(f("all_ms"), all_ms);
+    run.set(f("us_per_waiter"), all_ms * 1e3 / w);
+    run.set(f("server_mem_per_waiter"), (mem1 - mem0).max(0.0) / w);
+    run.set(f("rate"), w / (all_ms / 1e3));
+    run.set(f("scripts_per_acq"), d.calls("evalsha") as f64 / w);
+    run.set(f("client_cpu_us_per_acq"), (c1 - c0) as f64 / 1e3 / w);
+    run.note(f("per_acq"), d.per(w));
     Ok(())
+}
+
+/// The server's `used_memory`, bytes.
+pub async fn used_memory(admin: &mut MultiplexedConnection) -> Result<f64> {
+    Ok(server::info(admin, "memory")
+        .await?
+        .get("used_memory")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0))
+}
+
+/// The server's key count (`DBSIZE`).
+pub async fn dbsize(admin: &mut MultiplexedConnection) -> Result<f64> {
+    let n: u64 = redis::cmd("DBSIZE").query_async(admin).await?;
+    Ok(n as f64)
 }

@@ -50,6 +50,8 @@ pub async fn w1(lib: Arc<Lib>, kind: Kind, cycles: usize, run: &mut Run) -> Resu
 /// cycles each, then lock+unlock cycles for `secs` from the moment [`Cycles::go`] starts them.
 pub struct Cycles {
     joins: Vec<tokio::task::JoinHandle<Result<()>>>,
+    /// Passed once every task finished its warm-up cycles (see [`Cycles::warmed`]).
+    warm: Option<Arc<tokio::sync::Barrier>>,
     barrier: Arc<tokio::sync::Barrier>,
     total: Arc<AtomicU64>,
     start_at: Arc<AtomicU64>,
@@ -58,12 +60,14 @@ pub struct Cycles {
 impl Cycles {
     pub fn spawn(lib: &Arc<Lib>, prefix: &str, tasks: usize, secs: f64) -> Cycles {
         let barrier = Arc::new(tokio::sync::Barrier::new(tasks + 1));
+        let warm = Arc::new(tokio::sync::Barrier::new(tasks + 1));
         let total = Arc::new(AtomicU64::new(0));
         let start_at = Arc::new(AtomicU64::new(0));
         let mut joins = Vec::with_capacity(tasks);
         for i in 0..tasks {
-            let (lib, barrier, total, start_at) = (
+            let (lib, warm, barrier, total, start_at) = (
                 lib.clone(),
+                warm.clone(),
                 barrier.clone(),
                 total.clone(),
                 start_at.clone(),
@@ -75,6 +79,7 @@ impl Cycles {
                     let held = h.lock().await?;
                     h.unlock(held).await?;
                 }
+                warm.wait().await;
                 barrier.wait().await;
                 let deadline = start_at.load(Ordering::Acquire) + (secs * 1e9) as u64;
                 let mut n = 0u64;
@@ -89,15 +94,25 @@ impl Cycles {
         }
         Cycles {
             joins,
+            warm: Some(warm),
             barrier,
             total,
             start_at,
         }
     }
 
-    /// Starts the window now and waits for every task: (the start in ns, the cycles done, the
-    /// first task's error if any).
-    pub async fn go(self) -> (u64, f64, Option<crate::util::Error>) {
+    /// Waits until every task has done its warm-up cycles: counters read after this see none of
+    /// them (with thousands of tasks the warm-up is several times the timed window's cycles).
+    pub async fn warmed(&mut self) {
+        if let Some(w) = self.warm.take() {
+            w.wait().await;
+        }
+    }
+
+    /// Starts the window now (after the warm-up) and waits for every task: (the start in ns,
+    /// the cycles done, the first task's error if any).
+    pub async fn go(mut self) -> (u64, f64, Option<crate::util::Error>) {
+        self.warmed().await;
         let t0 = now_ns();
         self.start_at.store(t0, Ordering::Release);
         self.barrier.wait().await;
@@ -119,7 +134,8 @@ pub async fn w2(
     admin: &mut MultiplexedConnection,
     run: &mut Run,
 ) -> Result<()> {
-    let cy = Cycles::spawn(&lib, &format!("w2:{}:{tasks}", kind.key()), tasks, secs);
+    let mut cy = Cycles::spawn(&lib, &format!("w2:{}:{tasks}", kind.key()), tasks, secs);
+    cy.warmed().await;
     let s0 = server::snapshot(admin).await?;
     let c0 = cpu_ns();
     let a0 = crate::util::allocations();
