@@ -285,6 +285,8 @@ pub fn side_by_side(sections: &[Section], w2_tasks: &[usize]) -> String {
             ("ours", "rslock"),
             ("ours-batch", "ours"),
             ("ours-batch", "rslock"),
+            ("ours", "redisson-java"),
+            ("ours", "redisson-java-tuned"),
         ] {
             let ratios: Vec<Option<f64>> = reports
                 .iter()

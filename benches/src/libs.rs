@@ -15,6 +15,9 @@
 //!   `raw` also waits (W3, W3w) the minimal pub/sub way: one redis-rs subscriber per process,
 //!   one `Notify` per channel, register, try, then wait for a message or the PTTL. No local
 //!   wake-up, no per-owner gate, no watchdog: the floor of our waiting path.
+//! * `redisson-java`, `redisson-java-tuned`: real Java Redisson (`RLock.lock()` / `unlock()`,
+//!   `getFairLock` for W3f) in its own JVM, driven by `java.rs`; never behind [`Lib`]. Not in the
+//!   default `--libs` (they need a JDK and the peer's jar: `scripts/ensure-java`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +68,10 @@ pub enum Kind {
     RawSpawnDel,
     RawNoDel,
     RawNoLatch,
+    /// Java Redisson with its defaults (`java.rs`).
+    RedissonJava,
+    /// Java Redisson as a performance-minded user sets it up (`java.rs`).
+    RedissonJavaTuned,
 }
 
 impl Kind {
@@ -79,6 +86,14 @@ impl Kind {
         Kind::RawNoLatch,
     ];
 
+    /// The Java libraries: accepted by `--libs`, outside the default set.
+    pub const JAVA: [Kind; 2] = [Kind::RedissonJava, Kind::RedissonJavaTuned];
+
+    /// Does it run in a JVM of its own (`java.rs`) rather than behind [`Lib`]?
+    pub fn java(self) -> bool {
+        Kind::JAVA.contains(&self)
+    }
+
     pub fn key(self) -> &'static str {
         match self {
             Kind::Ours => "ours",
@@ -89,11 +104,16 @@ impl Kind {
             Kind::RawSpawnDel => "raw-spawndel",
             Kind::RawNoDel => "raw-nodel",
             Kind::RawNoLatch => "raw-nolatch",
+            Kind::RedissonJava => "redisson-java",
+            Kind::RedissonJavaTuned => "redisson-java-tuned",
         }
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.key() == s)
+        Kind::ALL
+            .into_iter()
+            .chain(Kind::JAVA)
+            .find(|k| k.key() == s)
     }
 
     /// Can it wait for a held lock (W3, W3w)?
@@ -159,6 +179,9 @@ impl Lib {
                     mode: kind,
                     reaper,
                 }))
+            }
+            Kind::RedissonJava | Kind::RedissonJavaTuned => {
+                return Err(format!("{} runs in its own JVM (java.rs)", kind.key()).into())
             }
         })
     }

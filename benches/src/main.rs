@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release --manifest-path benches/Cargo.toml -- [--quick] [--runs N]
 //!     [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc,scale|sw,sp,sn,st]
-//!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch]
+//!     [--libs ours,ours-batch,rslock,redisson,raw,raw-spawndel,raw-nodel,raw-nolatch,
+//!             redisson-java,redisson-java-tuned]
 //!     [--svg PATH | --no-svg] [--save PATH] [--replay PATH]
 //!     [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]
 //! ```
@@ -22,11 +23,13 @@
 //!
 //! Cost as the work grows (issue 30 item 3): `--only scale` (or any of `sw,sp,sn,st`) runs the
 //! watchdog, parked-waiter, names and tasks curves of `curves.rs`; not in the default plan.
+//! `--libs redisson-java,redisson-java-tuned` runs Java Redisson in a JVM of its own (`java.rs`).
 
 mod cluster;
 mod contend;
 mod curves;
 mod deploy;
+mod java;
 mod libs;
 mod pin;
 mod report;
@@ -122,7 +125,7 @@ fn parse_args() -> Result<Args> {
             }
             "-h" | "--help" => {
                 println!("usage: locks [--quick] [--runs N] [--only w0,w1,w2,w3,w3w,wd,mw,rl,w3f,w3rw,rm,wc,scale,sw,sp,sn,st] [--libs {}] [--svg PATH | --no-svg] [--save PATH] [--replay PATH] [--server redis|valkey|PATH[,...]] [--server-cpus LIST] [--client-cpus LIST]",
-                    Kind::ALL.map(Kind::key).join(","));
+                    Kind::ALL.into_iter().chain(Kind::JAVA).map(Kind::key).collect::<Vec<_>>().join(","));
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}").into()),
@@ -224,6 +227,9 @@ fn render(header: &str, runs: &[Run], w2_tasks: &[usize], svg: Option<&str>) -> 
     if !contention.is_empty() {
         println!("\nFair and read-write locks under contention (issue 24 item 3; same run):\n");
         print!("{contention}");
+    }
+    if let Some(t) = java::table(&report) {
+        println!("\nOurs beside Java Redisson (same run, same server; medians):\n\n{t}");
     }
     if let Some(t) = cluster::table(&report) {
         println!("\nWC: W2 over an N-master cluster (one client process):\n\n{t}");
@@ -352,7 +358,7 @@ async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
             run.get("w0.ceiling").unwrap_or(f64::NAN)
         ));
         if on("w1") || on("w2") {
-            for &kind in &args.libs {
+            for &kind in args.libs.iter().filter(|k| !k.java()) {
                 server::flushall(&mut admin).await?;
                 let lib = match Lib::connect(kind, &target.url, 10).await {
                     Ok(l) => std::sync::Arc::new(l),
@@ -445,6 +451,24 @@ async fn measure(args: &Args, bin: &ServerBin) -> Result<Section> {
         .await
         {
             say(format!("  contention workloads failed: {e}"));
+        }
+        for &kind in args.libs.iter().filter(|k| k.java()) {
+            say(format!("  {}: W1, W2, W3, W3f, W3w in one JVM", kind.key()));
+            if let Err(e) = java::run(
+                kind,
+                &target,
+                &plan,
+                args.quick,
+                &on,
+                &mut admin,
+                &mut run,
+                &|m| say(m),
+            )
+            .await
+            {
+                say(format!("  {} failed: {e}", kind.key()));
+                run.note(format!("fail.w1.{}", kind.key()), e.to_string());
+            }
         }
         if on("wd") && args.libs.contains(&Kind::Ours) {
             server::flushall(&mut admin).await?;

@@ -15,8 +15,8 @@ mod w0;
 
 pub use redlock::redlock;
 pub use scale::{dbsize, many_waiters, many_waiters_n, used_memory, watchdog, watchdog_n};
-pub use throughput::{w1, w2, Cycles};
-pub use two_procs::{child, w3, w3_as, w3w, ChildArgs};
+pub use throughput::{record_w1, record_w2, w1, w2, Cycles};
+pub use two_procs::{analyze_w3w, child, record_w3, record_w3w, w3, w3_as, w3w, ChildArgs, Hold};
 pub use w0::w0;
 
 /// One run's figures and notes.

@@ -30,17 +30,22 @@ pub async fn w1(lib: Arc<Lib>, kind: Kind, cycles: usize, run: &mut Run) -> Resu
     .await??;
     let mut lat = lat;
     lat.sort_unstable();
-    let k = kind.key();
-    let p50 = percentile(&lat, 50.0) as f64 / 1000.0;
-    run.set(format!("w1.{k}.p50_us"), p50);
-    run.set(
-        format!("w1.{k}.p99_us"),
+    record_w1(
+        run,
+        kind.key(),
+        percentile(&lat, 50.0) as f64 / 1000.0,
         percentile(&lat, 99.0) as f64 / 1000.0,
     );
+    Ok(())
+}
+
+/// W1's figures under `w1.<k>.*`.
+pub fn record_w1(run: &mut Run, k: &str, p50: f64, p99: f64) {
+    run.set(format!("w1.{k}.p50_us"), p50);
+    run.set(format!("w1.{k}.p99_us"), p99);
     if let Some(rtt) = run.get("w0.rtt_us") {
         run.set(format!("w1.{k}.x2rtt"), p50 / (2.0 * rtt));
     }
-    Ok(())
 }
 
 // ------------------------------------------------------------------------------------------
@@ -147,19 +152,46 @@ pub async fn w2(
     if let Some(e) = err {
         return Err(e);
     }
-    let k = kind.key();
+    let d = Delta::between(&s0, &s1);
+    record_w2(
+        run,
+        kind.key(),
+        tasks,
+        cycles,
+        wall,
+        (c1 - c0) as f64,
+        Some((a1 - a0) as f64),
+        &d,
+    );
+    Ok(())
+}
+
+/// W2's figures under `w2.<k>.<tasks>.*` from one window: `cycles` in `wall` seconds, the
+/// client's CPU (`client_ns`), its allocations (where counted) and the server's counters.
+#[allow(clippy::too_many_arguments)]
+pub fn record_w2(
+    run: &mut Run,
+    k: &str,
+    tasks: usize,
+    cycles: f64,
+    wall: f64,
+    client_ns: f64,
+    allocs: Option<f64>,
+    d: &Delta,
+) {
     let cps = cycles / wall;
-    run.set(format!("w2.{k}.{tasks}.allocs"), (a1 - a0) as f64 / cycles);
+    if let Some(a) = allocs {
+        run.set(format!("w2.{k}.{tasks}.allocs"), a / cycles);
+    }
     run.set(format!("w2.{k}.{tasks}.cps"), cps);
     if let Some(ceiling) = run.get("w0.ceiling") {
         run.set(format!("w2.{k}.{tasks}.xceil"), cps / ceiling);
     }
-    let d = Delta::between(&s0, &s1);
     run.set(format!("w2.{k}.{tasks}.server_us"), d.cpu_s * 1e6 / cycles);
     run.set(format!("w2.{k}.{tasks}.server_util"), d.cpu_s / wall);
     run.set(
         format!("w2.{k}.{tasks}.client_us"),
-        (c1 - c0) as f64 / 1e3 / cycles,
+        client_ns / 1e3 / cycles,
     );
     run.set(
         format!("w2.{k}.{tasks}.cmds"),
@@ -170,5 +202,4 @@ pub async fn w2(
         d.usec.get("evalsha").copied().unwrap_or(0) as f64 / cycles,
     );
     run.note(format!("w2.{k}.{tasks}.per_cycle"), d.per(cycles));
-    Ok(())
 }

@@ -426,17 +426,21 @@ pub async fn w3w(
         crate::libs::LockKind::Plain,
     )
     .await?;
-    let late = p.late;
     let st = analyze_w3w(&p.holds, &p.msgs);
-    let (gaps, overlaps) = (&st.gaps, st.overlaps);
-    if gaps.is_empty() {
-        return Err(format!("{}: no wake-up gaps recorded", kind.key()).into());
-    }
     let k = if current_thread {
         format!("{}-ct", kind.key())
     } else {
         kind.key().to_owned()
     };
+    record_w3w(run, &k, &st, p.late)
+}
+
+/// W3w's figures under `w3w.<k>.*` (`late`: how late the last process was ready, in ns).
+pub fn record_w3w(run: &mut Run, k: &str, st: &W3wStats, late: u64) -> Result<()> {
+    let (gaps, overlaps) = (&st.gaps, st.overlaps);
+    if gaps.is_empty() {
+        return Err(format!("{k}: no wake-up gaps recorded").into());
+    }
     let p50 = percentile(gaps, 50.0) as f64 / 1e6;
     run.set(format!("w3w.{k}.p50_ms"), p50);
     run.set(
@@ -486,11 +490,36 @@ pub async fn w3_as(
     let s0 = server::snapshot(&mut admin).await?;
     let p = two_processes(t, kind, false, secs, false, lock).await?;
     let s1 = server::snapshot(&mut admin).await?;
-    let (start, late) = (p.start_ns, p.late);
+    let d = Delta::between(&s0, &s1);
+    record_w3(
+        run,
+        lock.key(),
+        kind.key(),
+        p.holds,
+        p.start_ns,
+        secs,
+        p.late,
+        &d,
+    );
+    Ok(())
+}
+
+/// W3's figures (W3f, W3rw: `w` is the workload key) under `<w>.<k>.*`, from the holds of both
+/// processes, the window `[start, start + secs)` and the server's counters around them.
+#[allow(clippy::too_many_arguments)]
+pub fn record_w3(
+    run: &mut Run,
+    w: &str,
+    k: &str,
+    holds: Vec<Hold>,
+    start: u64,
+    secs: f64,
+    late: u64,
+    d: &Delta,
+) {
     let end = start + (secs * 1e9) as u64;
-    let holds_total = p.holds.len() as f64;
-    let s = analyze_w3(p.holds, start, end);
-    let (w, k) = (lock.key(), kind.key());
+    let holds_total = holds.len() as f64;
+    let s = analyze_w3(holds, start, end);
     run.set(format!("{w}.{k}.hps"), s.in_window as f64 / secs);
     run.set(
         format!("{w}.{k}.gap_p50_us"),
@@ -520,7 +549,6 @@ pub async fn w3_as(
     run.set(format!("{w}.{k}.late_ms"), late as f64 / 1e6);
     // The server's side of every hold (the children's connection set-up is included: a few
     // commands against thousands of holds).
-    let d = Delta::between(&s0, &s1);
     if holds_total > 0.0 {
         for (cmd, key) in [
             ("evalsha", "evalsha"),
@@ -535,7 +563,6 @@ pub async fn w3_as(
         }
         run.note(format!("{w}.{k}.per_hold"), d.per(holds_total));
     }
-    Ok(())
 }
 
 #[cfg(test)]
