@@ -75,8 +75,11 @@ async fn inject(
     let at = mono_ns();
     let victim = rng.random_range(0..fleet.live.len());
     let node = rng.random_range(0..servers.len());
-    // On one server a server fault can lose holds; a RedLock minority cannot.
-    let single = topology == Topology::Single;
+    // A server fault can lose holds on one server; and on a RedLock node too: a RedLock taken
+    // on a bare majority (one node missed at acquisition, a slow node on a loaded machine) is
+    // lost when one of its members is. Seen in the soak under load: one node stopped past the
+    // lease, a hold reported lost, and no other fault near it.
+    let _ = topology;
     match class {
         FaultClass::Idle => fleet.count(class),
         FaultClass::Kill9 => fleet.kill9(victim, rng, at),
@@ -84,15 +87,15 @@ async fn inject(
         FaultClass::LongStop => fleet.long_stop(victim, at).await,
         FaultClass::ServerPause => {
             let ms = rng.random_range(50..400);
-            server_stop(fleet, &servers[node], ms, class, at, single).await
+            server_stop(fleet, &servers[node], ms, class, at).await
         }
         FaultClass::ServerLongPause => {
             let ms = LEASE_MS + 500;
-            server_stop(fleet, &servers[node], ms, class, at, single).await
+            server_stop(fleet, &servers[node], ms, class, at).await
         }
         FaultClass::ClientKill => {
             let pubsub = rng.random_bool(0.5);
-            fleet.client_kill(&servers[node], pubsub, at, single).await
+            fleet.client_kill(&servers[node], pubsub, at).await
         }
         FaultClass::ServerRestart => server_restart(fleet, &mut servers[node], at),
         // A clock is set when its holder starts; the round's pacing goes on meanwhile.
@@ -100,18 +103,11 @@ async fn inject(
     }
 }
 
-async fn server_stop(
-    fleet: &mut Fleet,
-    server: &TestServer,
-    ms: u64,
-    class: FaultClass,
-    at: u64,
-    can_lose: bool,
-) {
+async fn server_stop(fleet: &mut Fleet, server: &TestServer, ms: u64, class: FaultClass, at: u64) {
     server.pause();
     tokio::time::sleep(Duration::from_millis(ms)).await;
     server.resume();
-    fleet.log(class.name(), None, at, can_lose);
+    fleet.log(class.name(), None, at, true);
 }
 
 /// Outside the model: the lock server forgets every lock (and the token counter).
@@ -278,9 +274,8 @@ impl Fleet {
         self.log(class.name(), Some(pid), at, true);
     }
 
-    /// Kills the command (or, with `pubsub`, the subscriber) connections on `server`;
-    /// `can_lose`: whether killed command connections can explain a lost hold.
-    async fn client_kill(&mut self, server: &TestServer, pubsub: bool, at: u64, can_lose: bool) {
+    /// Kills the command (or, with `pubsub`, the subscriber) connections on `server`.
+    async fn client_kill(&mut self, server: &TestServer, pubsub: bool, at: u64) {
         let kind = if pubsub { "pubsub" } else { "normal" };
         if let Ok(mut c) = server.raw().get_multiplexed_async_connection().await {
             let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
@@ -294,7 +289,7 @@ impl Fleet {
             // Subscriber connections only carry wake-ups: they cannot lose a hold.
             self.log("pubsub kill", None, at, false);
         } else {
-            self.log(FaultClass::ClientKill.name(), None, at, can_lose);
+            self.log(FaultClass::ClientKill.name(), None, at, true);
         }
     }
 
@@ -340,6 +335,8 @@ impl Fleet {
             outcome.notes.push(format!("break: {:?}", self.brk));
         }
         if !outcome.violations.is_empty() {
+            let log: String = outcome.faults.iter().map(|f| format!("{f:?}\n")).collect();
+            let _ = std::fs::write(self.dir.path().join("faults.log"), log);
             outcome.kept = Some(self.dir.keep());
         }
         outcome
