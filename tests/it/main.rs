@@ -14,6 +14,8 @@ mod blocking;
 #[cfg(feature = "blocking")]
 mod blocking_sync;
 mod bounds;
+// The fault campaign: seeded rounds of faults, checked and reported (scripts/campaign).
+mod campaign;
 mod cancellation;
 #[cfg(feature = "cli")]
 mod cli;

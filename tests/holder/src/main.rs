@@ -1,7 +1,7 @@
 //! A lock holder process for the fault-injection suite (`tests/fault_*.rs`).
 //!
 //! Takes a lock by name, records every hold interval in CLOCK_MONOTONIC nanoseconds (one clock
-//! for every process on the machine) with its fencing token to a history file, and inside each
+//! for every process on the machine, read past libfaketime: see `mono_ns`) with its fencing token to a history file, and inside each
 //! hold does a deliberately unsafe read-modify-write (GET, sleep, SET) on a shared counter and
 //! one write to a toy fenced resource that rejects stale tokens. Tests kill it, stop it and
 //! starve it; `tests/it/support/checker.rs` reads the histories.
@@ -24,6 +24,8 @@
 //!   `read` holder does not write: it reads the counter twice, `--rmw-ms` apart, and records
 //!   whether the value held still (`stable=1|0`: a writer inside a read hold changes it); `--fair-wait-ms` the fair lock's wait timeout for queued waiters
 //!   (default 5000)
+//! * `--fence-equal 1` (or the environment `HOLDER_FENCE_EQUAL=1`) breaks the fenced resource on
+//!   purpose: it accepts a token equal to the highest seen (the campaign's break check only)
 //! * `--max-secs` the process exits by itself after this long (default 60)
 //! * `--stop-file` stop before the next hold once this file exists
 //!
@@ -59,15 +61,38 @@ redis.call('rpush', KEYS[2], ARGV[1] .. ':' .. ARGV[2])
 return 1
 ";
 
+/// The same resource broken on purpose (`--fence-equal 1`): it also accepts a token equal to
+/// the highest seen. Only for showing that the campaign catches it.
+const FENCED_WRITE_EQUAL: &str = r"
+local max = tonumber(redis.call('get', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token < max then
+    return 0
+end
+redis.call('set', KEYS[1], token)
+redis.call('rpush', KEYS[2], ARGV[1] .. ':' .. ARGV[2])
+return 1
+";
+
 /// CLOCK_MONOTONIC in nanoseconds: comparable between processes on one machine, unlike
-/// `Instant`, and immune to wall-clock steps.
+/// `Instant`, and immune to wall-clock steps. Read with the raw `clock_gettime` system call,
+/// which an `LD_PRELOAD` library cannot intercept: a holder run under libfaketime with a clock
+/// rate (`FAKETIME="+0 x1.25"`, which fakes CLOCK_MONOTONIC too, and with it tokio's timers and
+/// the watchdog) still writes its history on the machine's true clock, so the checker can
+/// compare its holds with everyone else's.
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clock_gettime,
+            libc::CLOCK_MONOTONIC,
+            &mut ts as *mut libc::timespec,
+        )
+    };
     assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -172,7 +197,13 @@ async fn main() {
         .get_multiplexed_async_connection()
         .await
         .expect("store connection");
-    let fenced = redis::Script::new(FENCED_WRITE);
+    let fence_equal = num(&a, "fence-equal", 0) == 1
+        || std::env::var("HOLDER_FENCE_EQUAL").is_ok_and(|v| v == "1");
+    let fenced = redis::Script::new(if fence_equal {
+        FENCED_WRITE_EQUAL
+    } else {
+        FENCED_WRITE
+    });
     let run = Run {
         name: name.clone(),
         iterations,

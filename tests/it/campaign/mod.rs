@@ -1,0 +1,283 @@
+//! The fault campaign: a seeded schedule of rounds (a topology, a lock kind, holder processes of
+//! one language, a fault class), each checked by the checker (`support/checker.rs`), aggregated
+//! into one report (docs/reliability.md, "Campaign").
+//!
+//! * `campaign::run` is the campaign `scripts/campaign` runs: rounds until `CAMPAIGN_SECS` are
+//!   spent, from `CAMPAIGN_SEED`, two at a time; the report goes to `CAMPAIGN_OUT` (default
+//!   `target/campaign/`) as `report.md` and `report.json`. Without `CAMPAIGN_SECS` it says so
+//!   and runs nothing (the CI slice below is the suite's share).
+//! * `campaign::ci_slice` is the suite's share: one deck of fault classes (every class once),
+//!   from a fixed seed per server family.
+//! * `CAMPAIGN_BREAK=watchdog-off|fence-equal|java-no-renew` breaks the system under test on
+//!   purpose (see [`plan::Break`]); the campaign must then go red.
+//!
+//! What must hold in every round (`RoundOutcome::check`): no stale fenced write accepted; every
+//! overlap of two holds has a hold reported lost or a fault outside the model behind it; every
+//! hold reported lost has a fault that can lose holds behind it (inside the model nothing is
+//! lost, and holds outlast the lease, so a watchdog that does not renew fails here); no lost
+//! update beyond what lost holds explain; holds keep being taken; holders exit cleanly.
+//!
+//! A new fault class (netns partitions, Sentinel and Cluster failovers) is one arm of
+//! [`plan::FaultClass`] and one function in `nemesis.rs`; a round's holder language is
+//! [`plan::Lang`].
+
+pub mod nemesis;
+pub mod outcome;
+pub mod plan;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use outcome::{Campaign, RoundOutcome};
+use plan::{Break, FaultClass, Kind, Lang, Rate, Round};
+
+use crate::support::checker::*;
+use crate::support::family::{family, Family};
+use crate::support::*;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Runs `rounds` (at most `parallel` at a time, each on its own servers) while `deadline` allows
+/// starting another; returns every outcome in round order.
+pub async fn run_rounds(
+    rounds: impl IntoIterator<Item = Round>,
+    parallel: usize,
+    deadline: Option<Instant>,
+    brk: Break,
+) -> Vec<RoundOutcome> {
+    let mut set = tokio::task::JoinSet::new();
+    let mut out = Vec::new();
+    for round in rounds {
+        if deadline.is_some_and(|d| Instant::now() + Duration::from_secs(round.secs) > d) {
+            break;
+        }
+        while set.len() >= parallel {
+            out.push(set.join_next().await.unwrap().unwrap());
+        }
+        eprintln!("campaign: {}", round.label());
+        set.spawn(async move { nemesis::run_round(&round, brk).await });
+    }
+    while let Some(o) = set.join_next().await {
+        out.push(o.unwrap());
+    }
+    out.sort_by_key(|o| o.round.index);
+    out
+}
+
+fn server_name() -> String {
+    match family() {
+        Family::Valkey => "valkey".into(),
+        _ => "redis".into(),
+    }
+}
+
+/// The campaign of `scripts/campaign` (see the module docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run() {
+    let Some(secs) = env_u64("CAMPAIGN_SECS") else {
+        eprintln!("campaign::run: CAMPAIGN_SECS not set, nothing run (scripts/campaign sets it)");
+        return;
+    };
+    let seed = match std::env::var("CAMPAIGN_SEED") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("CAMPAIGN_SEED={v}: not a number (0 to 2^64-1)")),
+        Err(_) => 0xCA3B_A160,
+    };
+    let round_secs = env_u64("CAMPAIGN_ROUND_SECS").unwrap_or(12);
+    eprintln!("campaign: {secs} s, CAMPAIGN_SEED={seed}");
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(secs);
+    // Far more rounds than fit: the deadline ends the schedule (the same seed replays the same
+    // rounds in the same order).
+    let schedule = plan::schedule(seed, 10_000, round_secs);
+    let rounds = run_rounds(schedule, 2, Some(deadline), Break::from_env()).await;
+    let campaign = Campaign {
+        seed,
+        server: server_name(),
+        secs: started.elapsed().as_secs_f64(),
+        rounds,
+    };
+    let dir = std::env::var_os("CAMPAIGN_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/campaign"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let md = campaign.markdown();
+    std::fs::write(dir.join("report.md"), &md).unwrap();
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::to_string_pretty(&campaign.json()).unwrap(),
+    )
+    .unwrap();
+    eprintln!("{md}");
+    let failures = campaign.failures();
+    assert!(
+        failures.is_empty(),
+        "campaign failed, CAMPAIGN_SEED={seed} replays it:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The suite's share of the campaign: every fault class once, 8 s a round, two rounds at a time,
+/// from a fixed seed per server family.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_slice() {
+    let seed = match family() {
+        Family::Valkey => 0xC1_5A1E_0002,
+        _ => 0xC1_5A1E_0001,
+    };
+    let n = FaultClass::all().len();
+    let schedule = plan::schedule(seed, n, 8);
+    let classes: HashSet<&str> = schedule.iter().map(|r| r.class().name()).collect();
+    assert_eq!(classes.len(), n, "one deck deals every class once");
+    let started = Instant::now();
+    let rounds = run_rounds(schedule, 2, None, Break::from_env()).await;
+    let campaign = Campaign {
+        seed,
+        server: server_name(),
+        secs: started.elapsed().as_secs_f64(),
+        rounds,
+    };
+    eprintln!("{}", campaign.markdown());
+    let t = campaign.totals();
+    let failures = campaign.failures();
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: the CI slice failed:\n{}",
+        failures.join("\n")
+    );
+    // The checks above are per round; the same in sums, as the report states them.
+    assert_eq!(t.overlaps_unexplained, 0);
+    assert_eq!(t.stale_accepted, 0);
+    assert_eq!(t.lost_updates_unexplained, 0);
+    assert!(t.holds >= (n * 3) as u64, "progress: {} holds", t.holds);
+}
+
+/// The Rust holder's history stays on the machine's true CLOCK_MONOTONIC under libfaketime,
+/// which fakes CLOCK_MONOTONIC as well (4x fast here: the holder's sleeps and timers run at that
+/// rate, its history timestamps must not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_history_stays_on_the_true_clock_under_faketime() {
+    let lib = faketime_lib().expect(
+        "libfaketime missing: `apt-get install faketime` (scripts/ensure-redis installs it)",
+    );
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = HolderSpec::new(&server.url(), "campaign:faketime");
+    spec.iterations = 3;
+    spec.hold_ms = 800;
+    spec.watchdog_ms = 1500;
+    spec.env = vec![
+        ("LD_PRELOAD".into(), lib),
+        ("FAKETIME".into(), "+0 x4".into()),
+        ("FAKETIME_NO_CACHE".into(), "1".into()),
+    ];
+    let before = mono_ns();
+    let mut h = Holder::spawn(&spec, history_path(dir.path(), 0));
+    assert!(h.wait(Duration::from_secs(60)).await, "the holder failed");
+    let after = mono_ns();
+    let report = check_holders(&server, "campaign:faketime", [&h], &Default::default()).await;
+    assert_eq!(report.holds.len(), 3, "{report:?}");
+    for hold in &report.holds {
+        let end = hold.end.unwrap();
+        // On the true clock: inside the test's own window. A faked clock runs 3 s ahead
+        // by the end of the holder's ~1 s life.
+        assert!(
+            before <= hold.start && end <= after,
+            "history off the true clock: hold {}..{end}, test window {before}..{after}",
+            hold.start
+        );
+        // The hold slept 800 ms of holder time: 200 ms of true time at x4.
+        assert!(
+            end - hold.start < 700_000_000,
+            "the hold lasted {} ms of history time: the clock rate did not apply, or the \
+             history is on the faked clock",
+            (end - hold.start) / 1_000_000
+        );
+    }
+}
+
+/// The clocks outside the model, one round each, side by side: a holder whose clock runs 25 %
+/// slow (x0.8) with a fixed lease holds 250 ms past it by the true clock, and is caught: its
+/// release reports every such hold lost (and the fenced resource orders the writes); one 25 %
+/// fast (x1.25) ends its holds early, which costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_rates_outside_the_model_are_caught() {
+    let round = |index, rate| Round {
+        index,
+        seed: 0xC10C + index as u64,
+        kind: Kind::Fenced,
+        lang: Lang::Rust,
+        holders: 3,
+        secs: 7,
+        mix: vec![(FaultClass::Clock(rate), 1)],
+    };
+    let rounds = [round(100, Rate::Slow080), round(101, Rate::Fast125)];
+    let out = run_rounds(rounds, 2, None, Break::None).await;
+    for o in &out {
+        eprintln!("{}: {:?}", o.round.label(), o.notes);
+        assert!(
+            o.violations.is_empty(),
+            "{}: {:?}",
+            o.round.label(),
+            o.violations
+        );
+    }
+    let skewed = |o: &RoundOutcome| {
+        let pid = o
+            .faults
+            .iter()
+            .find(|f| f.kind.starts_with("clock"))
+            .unwrap()
+            .target;
+        o.report
+            .holds
+            .iter()
+            .filter(|h| Some(h.pid) == pid)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let slow = skewed(&out[0]);
+    assert!(!slow.is_empty(), "the slow holder took no hold");
+    // Caught: each of its finished holds outlived the lease on the true clock and was reported
+    // lost (the release found the lease gone).
+    for h in slow.iter().filter(|h| h.end.is_some()) {
+        assert!(
+            h.lost,
+            "a hold 25 % slow past its fixed lease was not reported lost: {h:?}"
+        );
+    }
+    let fast = skewed(&out[1]);
+    assert!(!fast.is_empty(), "the fast holder took no hold");
+    assert!(
+        fast.iter().all(|h| !h.lost),
+        "a fast clock ends holds early and loses none: {fast:?}"
+    );
+}
+
+/// `--seed` replays the schedule: the same seed deals the same rounds (classes, kinds, holders,
+/// round seeds); another seed deals others; each deck of `FaultClass::all().len()` rounds has
+/// every class once, each on a lock kind it applies to.
+#[test]
+fn schedule_replays_from_its_seed() {
+    let labels = |seed| -> Vec<String> {
+        plan::schedule(seed, 30, 10)
+            .iter()
+            .map(Round::label)
+            .collect()
+    };
+    assert_eq!(labels(7), labels(7));
+    assert_ne!(labels(7), labels(8));
+    let n = FaultClass::all().len();
+    let rounds = plan::schedule(7, 3 * n, 10);
+    for deck in rounds.chunks(n) {
+        let classes: HashSet<&str> = deck.iter().map(|r| r.class().name()).collect();
+        assert_eq!(classes.len(), n, "a deck repeats a class: {classes:?}");
+        for r in deck {
+            assert!(r.class().applies_to(r.kind), "{}", r.label());
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! What a round found ([`RoundOutcome`]: the checker's report, classified) and what a campaign
+//! found ([`Campaign`]: every round aggregated, as Markdown and JSON).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use super::plan::{FaultClass, Lang, Round};
+use crate::support::checker::{Fault, Hold, Report};
+
+/// One round, checked.
+#[derive(Debug)]
+pub struct RoundOutcome {
+    pub round: Round,
+    pub report: Report,
+    /// Every injected fault, on the holders' CLOCK_MONOTONIC timeline.
+    pub faults: Vec<Fault>,
+    /// Faults injected per kind (idle draws included, as `idle`).
+    pub counts: HashMap<&'static str, u32>,
+    /// Each holder process's language.
+    pub langs: HashMap<u32, Lang>,
+    /// Holders that did not exit cleanly.
+    pub unclean: Vec<u32>,
+    /// Overlapping pairs with a hold reported lost.
+    pub overlaps_lost: usize,
+    /// Overlapping pairs nobody was told about, explained by a fault outside the model.
+    pub overlaps_outside: usize,
+    /// Overlapping pairs explained by nothing: a mutual-exclusion violation.
+    pub overlaps_unexplained: usize,
+    /// Holds reported lost with no fault that can lose holds to explain it.
+    pub lost_unexplained: usize,
+    /// Increments missing from the counter, and whether the lost holds (and outside faults)
+    /// explain them.
+    pub lost_updates: i64,
+    pub lost_updates_explained: bool,
+    pub stale_rejected: usize,
+    pub stale_accepted: usize,
+    /// Time from a failover to the holders' `lost()` (failover rounds fill it), ms.
+    pub detect_ms: Vec<f64>,
+    /// Time from the end of each fault to the next hold taken, ms, by fault kind.
+    pub retake_ms: Vec<(&'static str, f64)>,
+    /// What must hold and did not (empty: the round passed).
+    pub violations: Vec<String>,
+    pub notes: Vec<String>,
+    /// The histories, kept for inspection when the round failed.
+    pub kept: Option<PathBuf>,
+}
+
+impl RoundOutcome {
+    pub fn new(
+        round: Round,
+        report: Report,
+        faults: Vec<Fault>,
+        counts: HashMap<&'static str, u32>,
+        langs: HashMap<u32, Lang>,
+        unclean: Vec<u32>,
+    ) -> RoundOutcome {
+        let topology = round.topology();
+        let outside =
+            |f: &Fault| FaultClass::by_name(f.kind).is_some_and(|c| c.outside_model(topology));
+        let touches = |f: &Fault, a: &Hold, b: &Hold| {
+            let from = a.start.min(b.start);
+            let to = a
+                .end
+                .unwrap_or(u64::MAX)
+                .max(b.end.unwrap_or(u64::MAX))
+                .saturating_add(200_000_000);
+            f.target.is_none_or(|p| p == a.pid || p == b.pid) && f.start <= to && f.end >= from
+        };
+        let (mut overlaps_lost, mut overlaps_outside, mut overlaps_unexplained) = (0, 0, 0);
+        let mut stale_accepted = report.fencing_errors.len();
+        for &(i, j) in &report.overlaps {
+            let (a, b) = (&report.holds[i], &report.holds[j]);
+            if a.lost || b.lost {
+                overlaps_lost += 1;
+            } else if faults.iter().any(|f| outside(f) && touches(f, a, b)) {
+                overlaps_outside += 1;
+            } else {
+                overlaps_unexplained += 1;
+            }
+            // Holds whose writes the fenced resource accepted never overlap an accepted one
+            // with a lower token after it.
+            if a.fenced == Some(true) && b.fenced == Some(true) && a.token > b.token {
+                stale_accepted += 1;
+            }
+        }
+        let lost = report.lost_holds() as i64;
+        let kills = faults.iter().filter(|f| f.kind == "kill9").count() as i64;
+        let extra = report.counter - report.increments as i64;
+        // Each lost hold (or unreported overlap outside the model) may overwrite one other
+        // increment; a killed holder may die between its write and its history line.
+        let lost_updates = (-extra).max(0);
+        let lost_updates_explained = (-(lost + overlaps_outside as i64)..=kills).contains(&extra);
+        let lost_unexplained = report.unexplained_lost(&faults).len();
+
+        let mut starts: Vec<u64> = report.holds.iter().map(|h| h.start).collect();
+        starts.sort_unstable();
+        let retake_ms = faults
+            .iter()
+            .filter(|f| !f.kind.starts_with("clock"))
+            .filter_map(|f| {
+                let next = starts[starts.partition_point(|&s| s <= f.end)..].first()?;
+                Some((f.kind, (next - f.end) as f64 / 1e6))
+            })
+            .collect();
+
+        let mut out = RoundOutcome {
+            round,
+            report,
+            faults,
+            counts,
+            langs,
+            unclean,
+            overlaps_lost,
+            overlaps_outside,
+            overlaps_unexplained,
+            lost_unexplained,
+            lost_updates,
+            lost_updates_explained,
+            stale_rejected: 0,
+            stale_accepted,
+            detect_ms: Vec::new(),
+            retake_ms,
+            violations: Vec::new(),
+            notes: Vec::new(),
+            kept: None,
+        };
+        out.stale_rejected = out.report.fenced_rejected;
+        out.violations = out.check();
+        out.notes.extend(out.clock_note());
+        out
+    }
+
+    /// What must hold whatever the schedule.
+    fn check(&self) -> Vec<String> {
+        let r = &self.report;
+        let mut v = Vec::new();
+        if !self.unclean.is_empty() {
+            v.push(format!(
+                "holders did not finish cleanly: {:?}",
+                self.unclean
+            ));
+        }
+        if !r.fencing_errors.is_empty() {
+            v.push(format!("fencing violated: {:?}", r.fencing_errors));
+        }
+        if self.stale_accepted > r.fencing_errors.len() {
+            v.push("a stale fenced write was accepted during an overlap".into());
+        }
+        if self.overlaps_unexplained > 0 {
+            let pairs: Vec<_> = r
+                .overlaps
+                .iter()
+                .map(|&(a, b)| (&r.holds[a], &r.holds[b]))
+                .filter(|(a, b)| !a.lost && !b.lost)
+                .take(3)
+                .collect();
+            v.push(format!(
+                "{} overlapping holds with neither reported lost nor a fault outside the \
+                 model: {pairs:#?}",
+                self.overlaps_unexplained
+            ));
+        }
+        if self.lost_unexplained > 0 {
+            v.push(format!(
+                "{} holds lost with no injected fault to explain it (is the watchdog renewing?)",
+                self.lost_unexplained
+            ));
+        }
+        if r.unstable_reads > 0 && r.lost_holds() == 0 && self.overlaps_outside == 0 {
+            v.push("a read hold saw a write without any lost hold".into());
+        }
+        if !self.lost_updates_explained {
+            v.push(format!(
+                "lost update: counter {} after {} increments ({} holds lost, {} killed)",
+                r.counter,
+                r.increments,
+                r.lost_holds(),
+                self.counts.get("kill9").copied().unwrap_or(0)
+            ));
+        }
+        if r.holds.len() < self.round.holders {
+            v.push(format!("no progress: {} holds", r.holds.len()));
+        }
+        v
+    }
+
+    /// For a clock round: what the skewed holder's holds did.
+    fn clock_note(&self) -> Option<String> {
+        let rate = self.round.clock()?;
+        let f = self.faults.iter().find(|f| f.kind.starts_with("clock"))?;
+        let pid = f.target?;
+        let mine: Vec<&Hold> = self.report.holds.iter().filter(|h| h.pid == pid).collect();
+        let lost = mine.iter().filter(|h| h.lost).count();
+        let guard = mine.iter().filter(|h| h.guard_lost).count();
+        let overlapping = self
+            .report
+            .overlaps
+            .iter()
+            .filter(|&&(a, b)| self.report.holds[a].pid == pid || self.report.holds[b].pid == pid)
+            .count();
+        let rejected = mine.iter().filter(|h| h.fenced == Some(false)).count();
+        Some(format!(
+            "{}: the skewed holder took {} holds: {lost} reported lost ({guard} by the guard \
+             before release, the rest by the release), {overlapping} overlapped another hold, \
+             {rejected} of its fenced writes rejected",
+            rate.faketime().trim_start_matches("+0 "),
+            mine.len()
+        ))
+    }
+}
+
+/// Percentiles of a sample, ms: (p50, p99, max); `None` when empty.
+pub fn percentiles(mut xs: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| xs[((xs.len() - 1) as f64 * q).round() as usize];
+    Some((at(0.5), at(0.99), *xs.last().unwrap()))
+}
+
+/// Every round of a campaign.
+#[derive(Debug, Default)]
+pub struct Campaign {
+    pub seed: u64,
+    pub server: String,
+    pub secs: f64,
+    pub rounds: Vec<RoundOutcome>,
+}
+
+/// Sums over rounds.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// (language, kind) -> (operations, holds).
+    pub by_lang_kind: BTreeMap<(String, String), (u64, u64)>,
+    pub faults: BTreeMap<String, u32>,
+    pub holds: u64,
+    pub lost: u64,
+    pub overlaps_lost: usize,
+    pub overlaps_outside: usize,
+    pub overlaps_unexplained: usize,
+    pub lost_unexplained: usize,
+    pub lost_updates: i64,
+    pub lost_updates_unexplained: usize,
+    pub stale_rejected: usize,
+    pub stale_accepted: usize,
+    pub detect: Option<(f64, f64, f64)>,
+    /// By fault kind: (count, p50, p99, max).
+    pub retake: BTreeMap<String, (usize, f64, f64, f64)>,
+    pub violations: usize,
+}
+
+impl Campaign {
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        let mut retake: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        let mut detect = Vec::new();
+        for o in &self.rounds {
+            for h in &o.report.holds {
+                let lang = o.langs.get(&h.pid).copied().unwrap_or(o.round.lang);
+                let e = t
+                    .by_lang_kind
+                    .entry((lang.name().to_owned(), o.round.kind.name().to_owned()))
+                    .or_default();
+                // An acquire, and the release, read-modify-write and fenced write it did.
+                e.0 += 1
+                    + u64::from(h.end.is_some())
+                    + u64::from(h.incremented)
+                    + u64::from(h.fenced.is_some());
+                e.1 += 1;
+            }
+            for (k, n) in &o.counts {
+                *t.faults.entry((*k).to_owned()).or_default() += n;
+            }
+            t.holds += o.report.holds.len() as u64;
+            t.lost += o.report.lost_holds() as u64;
+            t.overlaps_lost += o.overlaps_lost;
+            t.overlaps_outside += o.overlaps_outside;
+            t.overlaps_unexplained += o.overlaps_unexplained;
+            t.lost_unexplained += o.lost_unexplained;
+            t.lost_updates += o.lost_updates;
+            t.lost_updates_unexplained += usize::from(!o.lost_updates_explained);
+            t.stale_rejected += o.stale_rejected;
+            t.stale_accepted += o.stale_accepted;
+            t.violations += o.violations.len();
+            detect.extend(&o.detect_ms);
+            for &(k, ms) in &o.retake_ms {
+                retake.entry(k.to_owned()).or_default().push(ms);
+            }
+        }
+        t.detect = percentiles(detect);
+        for (k, xs) in retake {
+            let n = xs.len();
+            if let Some((a, b, c)) = percentiles(xs) {
+                t.retake.insert(k, (n, a, b, c));
+            }
+        }
+        t
+    }
+
+    /// The failed rounds' violations, each with its round (and seed).
+    pub fn failures(&self) -> Vec<String> {
+        self.rounds
+            .iter()
+            .flat_map(|o| {
+                o.violations.iter().map(move |v| {
+                    let kept = o
+                        .kept
+                        .as_ref()
+                        .map(|p| format!(" (histories in {})", p.display()))
+                        .unwrap_or_default();
+                    format!("{}{kept}: {v}", o.round.label())
+                })
+            })
+            .collect()
+    }
+
+    pub fn markdown(&self) -> String {
+        let t = self.totals();
+        let mut s = String::new();
+        let _ = writeln!(s, "# Campaign report\n");
+        let _ = writeln!(
+            s,
+            "Seed {} (replay: `scripts/campaign --seed {}`), server {}, {} rounds in {:.0} s.\n",
+            self.seed,
+            self.seed,
+            self.server,
+            self.rounds.len(),
+            self.secs
+        );
+        let verdict = if t.violations == 0 {
+            "PASS".to_owned()
+        } else {
+            format!("FAIL ({} violations)", t.violations)
+        };
+        let _ = writeln!(s, "Verdict: **{verdict}**\n");
+        let _ = writeln!(s, "## Operations and holds\n\n| language | kind | operations | holds |\n|---|---|---:|---:|");
+        for ((lang, kind), (ops, holds)) in &t.by_lang_kind {
+            let _ = writeln!(s, "| {lang} | {kind} | {ops} | {holds} |");
+        }
+        let _ = writeln!(s, "\n## Faults\n\n| fault | injected | lock taken again after it (ms): p50 / p99 / max |\n|---|---:|---|");
+        for (k, n) in &t.faults {
+            let retake = t
+                .retake
+                .get(k)
+                .map(|(_, a, b, c)| format!("{a:.0} / {b:.0} / {c:.0}"))
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(s, "| {k} | {n} | {retake} |");
+        }
+        let _ = writeln!(s, "\n## Safety\n");
+        let _ = writeln!(s, "| check | count |\n|---|---:|");
+        for (k, v) in [
+            ("holds", t.holds as i64),
+            ("holds reported lost", t.lost as i64),
+            (
+                "overlaps explained by a hold reported lost",
+                t.overlaps_lost as i64,
+            ),
+            (
+                "overlaps explained by a fault outside the model",
+                t.overlaps_outside as i64,
+            ),
+            ("overlaps unexplained", t.overlaps_unexplained as i64),
+            (
+                "holds lost with no fault to explain it",
+                t.lost_unexplained as i64,
+            ),
+            ("lost updates", t.lost_updates),
+            (
+                "rounds with lost updates unexplained",
+                t.lost_updates_unexplained as i64,
+            ),
+            ("stale fenced writes rejected", t.stale_rejected as i64),
+            ("stale fenced writes accepted", t.stale_accepted as i64),
+        ] {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        let detect = t
+            .detect
+            .map(|(a, b, c)| format!("{a:.0} / {b:.0} / {c:.0} ms"))
+            .unwrap_or_else(|| "no failover rounds".into());
+        let _ = writeln!(s, "\nFailover time-to-detect p50 / p99 / max: {detect}\n");
+        let _ = writeln!(s, "## Rounds\n");
+        for o in &self.rounds {
+            let r = &o.report;
+            let _ = writeln!(
+                s,
+                "- {}: {} holds, {} lost, overlaps {}/{}/{} (lost/outside/unexplained), \
+                 fenced {} accepted {} rejected{}",
+                o.round.label(),
+                r.holds.len(),
+                r.lost_holds(),
+                o.overlaps_lost,
+                o.overlaps_outside,
+                o.overlaps_unexplained,
+                r.fenced_log.len(),
+                o.stale_rejected,
+                if o.violations.is_empty() {
+                    ""
+                } else {
+                    ": **FAILED**"
+                }
+            );
+            for n in &o.notes {
+                let _ = writeln!(s, "  - {n}");
+            }
+        }
+        let failures = self.failures();
+        if !failures.is_empty() {
+            let _ = writeln!(s, "\n## Violations\n");
+            for f in failures {
+                let _ = writeln!(s, "- {f}");
+            }
+        }
+        s
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let t = self.totals();
+        let triple = |x: Option<(f64, f64, f64)>| {
+            x.map(|(a, b, c)| serde_json::json!({"p50": a, "p99": b, "max": c}))
+        };
+        serde_json::json!({
+            "seed": self.seed,
+            "server": self.server,
+            "secs": self.secs,
+            "pass": t.violations == 0,
+            "by_lang_kind": t.by_lang_kind.iter().map(|((l, k), (o, h))| {
+                serde_json::json!({"lang": l, "kind": k, "operations": o, "holds": h})
+            }).collect::<Vec<_>>(),
+            "faults": t.faults,
+            "holds": t.holds,
+            "lost": t.lost,
+            "overlaps": {
+                "explained_by_lost": t.overlaps_lost,
+                "explained_by_outside_fault": t.overlaps_outside,
+                "unexplained": t.overlaps_unexplained,
+            },
+            "lost_unexplained": t.lost_unexplained,
+            "lost_updates": t.lost_updates,
+            "lost_updates_unexplained_rounds": t.lost_updates_unexplained,
+            "stale_fenced_writes": {"rejected": t.stale_rejected, "accepted": t.stale_accepted},
+            "time_to_detect_ms": triple(t.detect),
+            "time_to_retake_ms": t.retake.iter().map(|(k, (n, a, b, c))| {
+                (k.clone(), serde_json::json!({"n": n, "p50": a, "p99": b, "max": c}))
+            }).collect::<serde_json::Map<_, _>>(),
+            "rounds": self.rounds.iter().map(|o| serde_json::json!({
+                "label": o.round.label(),
+                "topology": o.round.topology().name(),
+                "holds": o.report.holds.len(),
+                "lost": o.report.lost_holds(),
+                "violations": o.violations,
+                "notes": o.notes,
+            })).collect::<Vec<_>>(),
+            "violations": self.failures(),
+        })
+    }
+}

@@ -1,0 +1,328 @@
+//! What a campaign runs: rounds of one topology, one lock kind, one holder language and a fault
+//! mix, drawn from a seed. A new fault class is one arm of [`FaultClass`] (its name, whether it is
+//! inside the model, where it applies) and one function in `nemesis.rs` that injects it.
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::support::checker::HolderSpec;
+
+/// The language of a round's holder processes. Java holders (the Java peer's holder mode, the
+/// same command line and history) join as a second arm that sets the spec's language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Lang {
+    Rust,
+}
+
+impl Lang {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "rust",
+        }
+    }
+
+    /// Makes `spec` a holder of this language (and applies a break meant for it).
+    pub fn apply(self, spec: &mut HolderSpec, brk: Break) {
+        match self {
+            // `Break::JavaNoRenew` is for Java holders only: a Rust holder ignores it.
+            Lang::Rust => {
+                let _ = (spec, brk);
+            }
+        }
+    }
+
+    /// The languages a schedule draws from.
+    pub fn all() -> &'static [Lang] {
+        &[Lang::Rust]
+    }
+}
+
+/// Where the lock lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One lock server (plus the never-faulted store of the counter and fenced resource).
+    Single,
+    /// Three independent nodes of a RedLock.
+    RedLock3,
+}
+
+impl Topology {
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single",
+            Topology::RedLock3 => "redlock-3",
+        }
+    }
+
+    pub fn nodes(self) -> usize {
+        match self {
+            Topology::Single => 1,
+            Topology::RedLock3 => 3,
+        }
+    }
+}
+
+/// The lock a round's holders contend for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Fenced,
+    RLock,
+    Fair,
+    /// Writers and readers of one read-write lock, alternately.
+    Rw,
+    RedLock,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Fenced => "fenced",
+            Kind::RLock => "rlock",
+            Kind::Fair => "fair",
+            Kind::Rw => "rw",
+            Kind::RedLock => "redlock",
+        }
+    }
+
+    pub fn topology(self) -> Topology {
+        match self {
+            Kind::RedLock => Topology::RedLock3,
+            _ => Topology::Single,
+        }
+    }
+
+    pub fn all() -> &'static [Kind] {
+        &[
+            Kind::Fenced,
+            Kind::RLock,
+            Kind::Fair,
+            Kind::Rw,
+            Kind::RedLock,
+        ]
+    }
+}
+
+/// A client clock rate (libfaketime `x<rate>`, CLOCK_MONOTONIC included, so the holder's timers,
+/// sleeps and leases run at that rate; its history stays on the true clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    /// 1 % fast: inside the model (the guard allows 1 % drift).
+    Fast101,
+    /// 25 % fast: outside the model, but a fast client only ends its own deadlines early.
+    Fast125,
+    /// 25 % slow (x0.8, the reciprocal of 1.25): outside the model; a fixed lease outlives itself
+    /// in the holder's eyes.
+    Slow080,
+}
+
+impl Rate {
+    pub fn faketime(self) -> &'static str {
+        match self {
+            Rate::Fast101 => "+0 x1.01",
+            Rate::Fast125 => "+0 x1.25",
+            Rate::Slow080 => "+0 x0.8",
+        }
+    }
+}
+
+/// One kind of fault. Each has a name (the fault log's `kind`), says whether it is inside the
+/// model, and where it applies; `nemesis::inject` has one function per arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultClass {
+    /// Nothing this time (the schedule's pacing).
+    Idle,
+    /// A holder killed (`kill -9`) and replaced.
+    Kill9,
+    /// A holder stopped (SIGSTOP/SIGCONT) for less than a renewal period.
+    ShortStop,
+    /// A holder inside a hold stopped past its lease (Kleppmann's pause): outside the model.
+    LongStop,
+    /// The lock server (one RedLock node) stopped briefly.
+    ServerPause,
+    /// The lock server stopped past the lease: its holds expire as it resumes. Outside the model
+    /// on one server; a minority of a RedLock, inside.
+    ServerLongPause,
+    /// `CLIENT KILL TYPE normal` (and `pubsub`) on the lock server.
+    ClientKill,
+    /// The lock server killed and restarted empty: every hold and the token counter forgotten.
+    /// Outside the model (one server only; a RedLock node restarted empty is pinned elsewhere).
+    ServerRestart,
+    /// One holder's clock runs at a rate, with a fixed lease (see [`Rate`]).
+    Clock(Rate),
+}
+
+impl FaultClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultClass::Idle => "idle",
+            FaultClass::Kill9 => "kill9",
+            FaultClass::ShortStop => "short stop",
+            FaultClass::LongStop => "long stop",
+            FaultClass::ServerPause => "server stop",
+            FaultClass::ServerLongPause => "server long stop",
+            FaultClass::ClientKill => "client kill",
+            FaultClass::ServerRestart => "server restart",
+            FaultClass::Clock(Rate::Fast101) => "clock x1.01",
+            FaultClass::Clock(Rate::Fast125) => "clock x1.25",
+            FaultClass::Clock(Rate::Slow080) => "clock x0.8",
+        }
+    }
+
+    /// Whether the fault is outside the model on `topology` (it may then explain an overlap
+    /// nobody was told about).
+    pub fn outside_model(self, topology: Topology) -> bool {
+        match self {
+            FaultClass::LongStop
+            | FaultClass::ServerRestart
+            | FaultClass::Clock(Rate::Fast125 | Rate::Slow080) => true,
+            FaultClass::ServerLongPause => topology == Topology::Single,
+            _ => false,
+        }
+    }
+
+    /// Whether a schedule may give this class to a round of `kind`.
+    pub fn applies_to(self, kind: Kind) -> bool {
+        match self {
+            // What an empty restart tests is the token counter starting again: fenced holds.
+            FaultClass::ServerRestart => kind == Kind::Fenced,
+            // A fixed-lease hold on a skewed clock: the kinds whose holder takes a lease.
+            FaultClass::Clock(_) => matches!(kind, Kind::Fenced | Kind::RLock),
+            _ => true,
+        }
+    }
+
+    /// The classes a campaign schedule deals out.
+    pub fn all() -> &'static [FaultClass] {
+        &[
+            FaultClass::Kill9,
+            FaultClass::ShortStop,
+            FaultClass::LongStop,
+            FaultClass::ServerPause,
+            FaultClass::ServerLongPause,
+            FaultClass::ClientKill,
+            FaultClass::ServerRestart,
+            FaultClass::Clock(Rate::Fast101),
+            FaultClass::Clock(Rate::Fast125),
+            FaultClass::Clock(Rate::Slow080),
+        ]
+    }
+
+    /// The class logged under `name` on `topology`, for reading a fault log back.
+    pub fn by_name(name: &str) -> Option<FaultClass> {
+        FaultClass::all().iter().copied().find(|c| c.name() == name)
+    }
+}
+
+/// A break of the system under test, on purpose, to watch the campaign go red
+/// (`CAMPAIGN_BREAK=watchdog-off|fence-equal|java-no-renew`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Break {
+    None,
+    /// Holders take a fixed lease shorter than their hold instead of the watchdog's.
+    WatchdogOff,
+    /// The fenced resource accepts a token equal to the highest it has seen.
+    FenceEqual,
+    /// Java holders do not renew (read by the Java holder; Rust holders ignore it).
+    JavaNoRenew,
+}
+
+impl Break {
+    pub fn from_env() -> Break {
+        match std::env::var("CAMPAIGN_BREAK").as_deref() {
+            Ok("watchdog-off") => Break::WatchdogOff,
+            Ok("fence-equal") => Break::FenceEqual,
+            Ok("java-no-renew") => Break::JavaNoRenew,
+            Ok("") | Err(_) => Break::None,
+            Ok(other) => panic!(
+                "CAMPAIGN_BREAK={other}: expected watchdog-off, fence-equal or java-no-renew"
+            ),
+        }
+    }
+}
+
+/// One round: a topology and a lock kind, holders of one language, and the faults to inject.
+#[derive(Clone, Debug)]
+pub struct Round {
+    pub index: usize,
+    pub seed: u64,
+    pub kind: Kind,
+    pub lang: Lang,
+    pub holders: usize,
+    pub secs: u64,
+    /// Fault classes with weights; one is drawn every few hundred milliseconds.
+    pub mix: Vec<(FaultClass, u32)>,
+}
+
+impl Round {
+    pub fn topology(&self) -> Topology {
+        self.kind.topology()
+    }
+
+    /// The round's main fault class (its first non-idle one), for the report.
+    pub fn class(&self) -> FaultClass {
+        self.mix
+            .iter()
+            .map(|&(c, _)| c)
+            .find(|&c| c != FaultClass::Idle)
+            .unwrap_or(FaultClass::Idle)
+    }
+
+    /// The clock rate of the round's first holder, if its class is a clock.
+    pub fn clock(&self) -> Option<Rate> {
+        self.mix.iter().find_map(|&(c, _)| match c {
+            FaultClass::Clock(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    pub fn label(&self) -> String {
+        format!(
+            "round {} ({} {} {} x{}, {}, {} s, seed {})",
+            self.index,
+            self.topology().name(),
+            self.kind.name(),
+            self.lang.name(),
+            self.holders,
+            self.class().name(),
+            self.secs,
+            self.seed
+        )
+    }
+}
+
+/// A seeded schedule of `n` rounds of `secs` each. Fault classes are dealt like cards from a
+/// shuffled deck (every class once before any repeats), so any `FaultClass::all().len()`
+/// consecutive rounds cover every class; each round gets a lock kind its class applies to.
+pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut deck: Vec<FaultClass> = Vec::new();
+    (0..n)
+        .map(|index| {
+            if deck.is_empty() {
+                deck = FaultClass::all().to_vec();
+                // Fisher-Yates with the schedule's own generator.
+                for i in (1..deck.len()).rev() {
+                    deck.swap(i, rng.random_range(0..=i));
+                }
+            }
+            let class = deck.pop().unwrap();
+            let kinds: Vec<Kind> = Kind::all()
+                .iter()
+                .copied()
+                .filter(|&k| class.applies_to(k))
+                .collect();
+            let kind = kinds[rng.random_range(0..kinds.len())];
+            let langs = Lang::all();
+            Round {
+                index,
+                seed: rng.random(),
+                kind,
+                lang: langs[rng.random_range(0..langs.len())],
+                holders: rng.random_range(3..=4),
+                secs,
+                // Mostly the class, with idle gaps between.
+                mix: vec![(class, 4), (FaultClass::Idle, 1)],
+            }
+        })
+        .collect()
+}
