@@ -125,16 +125,12 @@ async fn holder_cut_from_the_server_is_told_lost_and_its_stale_write_is_fenced()
         connections_from(&server, &n1).await >= 1,
         "the server lost the cut node's connections: something reset them"
     );
-    eprintln!("cut at {cut_at}, heal at {}", mono_ns());
     net.heal(&n1);
     let faults = [Fault::new("cut holder", Some(first.pid()), cut_at, true)];
     assert!(first.wait(BOUND).await, "the cut holder never finished");
     drop(rt);
 
     let histories = [first.history.clone(), second.history.clone()];
-    for h in &histories {
-        eprintln!("{}", std::fs::read_to_string(h).unwrap_or_default());
-    }
     let report = check(&mut server.conn().await, lock, &histories, &HashMap::new()).await;
     assert_eq!(report.holds.len(), 2, "{:?}", report.holds);
     let cut = report.holds.iter().find(|h| h.pid == first.pid()).unwrap();
