@@ -48,6 +48,8 @@ mod multi_lock;
 mod multi_query;
 mod non_reentrant;
 mod owner_tasks;
+// Real network partitions: namespaces, veth pairs and a bridge (support/netns.rs).
+mod partitions;
 mod permit_extras;
 mod permit_guard;
 mod permit_semaphore;

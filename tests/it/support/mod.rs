@@ -5,6 +5,7 @@
 pub mod checker;
 pub mod cluster;
 pub mod family;
+pub mod netns;
 pub mod probes;
 pub mod proxy;
 pub mod redisson;
