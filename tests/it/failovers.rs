@@ -82,6 +82,9 @@ pub struct GroupOutcome {
     /// Holds that did not survive a switch (open from the wipe to the promotion) and were
     /// never reported lost: `(pid, start)`.
     pub unreported: Vec<(u32, u64)>,
+    /// Holds that did not survive a switch but were released, untold, within
+    /// [`AWARE_BOUND`] of it (the holder finished before it could be told): `(pid, start)`.
+    pub ended_first: Vec<(u32, u64)>,
     /// Holds that did not survive a switch: `(pid, start)`.
     pub affected: Vec<(u32, u64)>,
     /// Overlapping holds that neither involve a hold reported lost (by the guard's `lost()`
@@ -313,7 +316,10 @@ pub async fn sentinel_round(
                     std::thread::sleep(quiet.saturating_sub(t.elapsed()));
                 }
             }
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+            // The holds seen have replicated before the wipe (see SETTLE_NS).
+            std::thread::sleep(Duration::from_millis(
+                SETTLE_NS / 1_000_000 + rng.random_range(0..300),
+            ));
             // The sync-off groups lose their holds on the replica only.
             let off: Vec<&str> = groups
                 .iter()
@@ -476,7 +482,10 @@ pub async fn cluster_round(
                 )),
                 "the replica syncs before the {kind}"
             );
-            std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+            // The holds seen have replicated before the wipe (see SETTLE_NS).
+            std::thread::sleep(Duration::from_millis(
+                SETTLE_NS / 1_000_000 + rng.random_range(0..300),
+            ));
             let wiped_at = if groups[0].sync {
                 0
             } else {
@@ -575,7 +584,8 @@ pub fn assert_round(label: &str, out: &FailoverOutcome) {
         let r = &g.report;
         eprintln!(
             "{label}: lock {} aware={} sync={}: {} holds, {} lost, {} overlaps, \
-             {} fenced rejected; {} holds cost by a switch, {} never told; \
+             {} fenced rejected; {} holds cost by a switch, {} never told, \
+             {} released untold within the bound; \
              detect {}; retake {}",
             g.spec.lock,
             g.spec.aware,
@@ -586,6 +596,7 @@ pub fn assert_round(label: &str, out: &FailoverOutcome) {
             r.fenced_rejected,
             g.affected.len(),
             g.unreported.len(),
+            g.ended_first.len(),
             figure(&g.detect_ms),
             figure(&g.retake_ms),
         );
@@ -710,6 +721,7 @@ async fn outcome(
         let mut detect_ms = Vec::new();
         let mut retake_ms = Vec::new();
         let mut affected = Vec::new();
+        let mut ended_first = Vec::new();
         for (f, fault) in faults.iter().enumerate() {
             let at = fault.end;
             if let Some(next) = starts.iter().find(|&&s| s > at) {
@@ -733,6 +745,13 @@ async fn outcome(
                     .copied()
                     .or_else(|| h.lost.then(|| h.end.unwrap_or(at)));
                 match told {
+                    // Released before the bound, untold: the holder finished first.
+                    None if h
+                        .end
+                        .is_some_and(|e| e < at + AWARE_BOUND.as_nanos() as u64) =>
+                    {
+                        ended_first.push((h.pid, h.start));
+                    }
                     Some(t) => {
                         let ms = t.saturating_sub(at) / 1_000_000;
                         eprintln!(
@@ -756,6 +775,7 @@ async fn outcome(
             .collect();
         out.push(GroupOutcome {
             unexplained_overlaps,
+            ended_first,
             spec: spec.clone(),
             report,
             unreported,
