@@ -25,6 +25,7 @@ mod cluster;
 mod connect;
 mod count_down_latch;
 mod failover_aware;
+mod failovers;
 mod fair_linger;
 mod fair_lock;
 mod fault_holders;

@@ -12,6 +12,11 @@
 //!
 //! Options (all `--name value`):
 //! * `--url` lock server; `--store` server of the counter and fenced resource (default: `--url`)
+//! * instead of `--url` (then `--store` is required): `--sentinels host:port,... --master NAME`
+//!   (a Sentinel group), or `--cluster url,url,...` (a Redis Cluster)
+//! * `--failover-aware 0|1` (`Config::with_failover_awareness`, default: the crate's);
+//!   `--replica-sync N` `WAIT` after lock writes with an `N` ms timeout, `0` off
+//!   (`Config::with_replica_sync`; default: the crate's)
 //! * `--lock` lock name; `--history` file to append to (required)
 //! * `--iterations` holds to take (default 10); `--forever 1` takes one hold and keeps it
 //! * `--hold-ms` sleep inside the hold before the writes (default 0); `--rmw-ms` sleep between
@@ -36,6 +41,8 @@
 //! * `read pid= lock= value=` (the counter was read; the write follows after `--rmw-ms`)
 //! * `releasing pid= lock= start= end= read= fenced= lost=` (done with the resource; the release
 //!   follows)
+//! * `lost pid= lock= start= at=` the guard's `lost()` resolved during the hold that began at
+//!   `start`, at `at` (written once per hold, before its `releasing`)
 //! * `started pid= lock=`, `error pid= op= msg=` and `done pid= holds=`
 use std::collections::HashMap;
 use std::io::Write;
@@ -103,14 +110,14 @@ struct History {
 }
 
 impl History {
-    fn line(&mut self, event: &str, fields: &[(&str, String)]) {
+    fn line(&self, event: &str, fields: &[(&str, String)]) {
         let mut s = format!("{event} pid={}", self.pid);
         for (k, v) in fields {
             s.push_str(&format!(" {k}={v}"));
         }
         s.push('\n');
         // One write per line: a killed process leaves whole lines only.
-        self.file
+        (&self.file)
             .write_all(s.as_bytes())
             .expect("history write failed");
     }
@@ -136,6 +143,15 @@ fn num(args: &HashMap<String, String>, key: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// `host:port` or a URL, as a sentinel URL.
+fn sentinel_url(s: &str) -> String {
+    if s.contains("://") {
+        s.to_owned()
+    } else {
+        format!("redis://{s}/")
+    }
+}
+
 fn one_line(e: &dyn std::fmt::Display) -> String {
     e.to_string().replace([' ', '\n'], "_")
 }
@@ -143,8 +159,24 @@ fn one_line(e: &dyn std::fmt::Display) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let a = args();
-    let url = a.get("url").expect("--url").clone();
+    let topology = if let Some(list) = a.get("sentinels") {
+        let master = a.get("master").expect("--master with --sentinels").clone();
+        let urls: Vec<String> = list.split(',').map(sentinel_url).collect();
+        Some(Config::sentinel(urls, master))
+    } else {
+        a.get("cluster")
+            .map(|list| Config::cluster(list.split(',').map(str::to_owned)))
+    };
+    let url = match (&topology, a.get("url")) {
+        (_, Some(u)) => u.clone(),
+        (Some(_), None) => String::new(),
+        (None, None) => panic!("--url, --sentinels or --cluster"),
+    };
     let store_url = a.get("store").cloned().unwrap_or_else(|| url.clone());
+    assert!(
+        !store_url.is_empty(),
+        "--store with --sentinels or --cluster"
+    );
     let name = a.get("lock").expect("--lock").clone();
     let path = a.get("history").expect("--history").clone();
     let iterations = num(&a, "iterations", 10);
@@ -164,13 +196,27 @@ async fn main() {
         .append(true)
         .open(&path)
         .expect("open history");
-    let mut h = History {
+    let h = History {
         file,
         pid: std::process::id(),
     };
     let config = |url: String| {
-        Config::new(url)
-            .with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
+        let base = match &topology {
+            Some(t) => t.clone(),
+            None => Config::new(url),
+        };
+        let base = match a.get("failover-aware") {
+            Some(v) => base.with_failover_awareness(v == "1"),
+            None => base,
+        };
+        let base = match a.get("replica-sync") {
+            Some(_) => match num(&a, "replica-sync", 0) {
+                0 => base.with_replica_sync(None),
+                ms => base.with_replica_sync(Some(Duration::from_millis(ms))),
+            },
+            None => base,
+        };
+        base.with_watchdog_timeout(Duration::from_millis(num(&a, "watchdog-ms", 30_000)))
             .with_response_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
             .with_connection_timeout(Duration::from_millis(num(&a, "response-ms", 3000)))
             .with_fair_lock_wait_timeout(Duration::from_millis(num(&a, "fair-wait-ms", 5000)))
@@ -225,11 +271,11 @@ async fn main() {
         "fenced" => {
             let lock = client.get_fenced_lock(name.clone());
             let token = |g: &LockGuard<_>| Some(g.token());
-            run.holds(&mut h, &mut store, single(lock, token)).await
+            run.holds(&h, &mut store, single(lock, token)).await
         }
         "rlock" => {
             let lock = client.get_lock(name.clone());
-            run.holds(&mut h, &mut store, single(lock, no_token)).await
+            run.holds(&h, &mut store, single(lock, no_token)).await
         }
         "fair" => {
             let lock = client.get_fair_lock(name.clone());
@@ -238,21 +284,21 @@ async fn main() {
                 token: no_token,
                 fair: true,
             };
-            run.holds(&mut h, &mut store, taker).await
+            run.holds(&h, &mut store, taker).await
         }
         "write" => {
             let lock = client.get_read_write_lock(name.clone()).write_lock();
-            run.holds(&mut h, &mut store, single(lock, no_token)).await
+            run.holds(&h, &mut store, single(lock, no_token)).await
         }
         "read" => {
             let lock = client.get_read_write_lock(name.clone()).read_lock();
-            run.holds(&mut h, &mut store, single(lock, no_token)).await
+            run.holds(&h, &mut store, single(lock, no_token)).await
         }
         "redlock" => {
             let red = RedLock::new(clients.iter().map(|c| c.get_lock(name.clone())))
                 .expect("redlock")
                 .with_node_timeout(Duration::from_millis(num(&a, "node-timeout-ms", 300)));
-            run.holds(&mut h, &mut store, Red(red)).await
+            run.holds(&h, &mut store, Red(red)).await
         }
         other => panic!("--kind {other}: expected fenced, rlock, fair, write, read or redlock"),
     };
@@ -280,7 +326,7 @@ impl Run {
     /// Takes holds until done; returns how many were taken and released.
     async fn holds<T: Taker>(
         &self,
-        h: &mut History,
+        h: &History,
         store: &mut redis::aio::MultiplexedConnection,
         lock: T,
     ) -> u64 {
@@ -321,56 +367,32 @@ impl Run {
                     ),
                 ],
             );
+            // Watch the guard's `lost()` for the whole hold: its moment is the time-to-detect
+            // of the failover tests.
+            let watch = async {
+                lock.lost(&guard).await;
+                h.line(
+                    "lost",
+                    &[
+                        ("lock", name.clone()),
+                        ("start", start.to_string()),
+                        ("at", mono_ns().to_string()),
+                    ],
+                );
+                std::future::pending::<()>().await;
+            };
             if self.forever {
                 // Keep the hold (renewed by the watchdog) until killed or out of time.
-                tokio::time::sleep_until(self.deadline.into()).await;
+                tokio::select! {
+                    () = tokio::time::sleep_until(self.deadline.into()) => {}
+                    () = watch => {}
+                }
                 break;
             }
-            tokio::time::sleep(self.hold).await;
-            // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
-            // A reader reads twice instead, and must see the same value.
-            let mut stable = "-".to_owned();
-            let rmw_result: redis::RedisResult<i64> = async {
-                let v: Option<i64> = store.get(&self.counter_key).await?;
-                let v = v.unwrap_or(0);
-                h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
-                tokio::time::sleep(self.rmw).await;
-                if self.reader {
-                    let again: Option<i64> = store.get(&self.counter_key).await?;
-                    stable = u8::from(again.unwrap_or(0) == v).to_string();
-                } else {
-                    let () = store.set(&self.counter_key, v + 1).await?;
-                }
-                Ok(v)
-            }
-            .await;
-            let read = match rmw_result {
-                Ok(v) => v.to_string(),
-                Err(e) => {
-                    h.line("error", &[("op", "rmw".into()), ("msg", one_line(&e))]);
-                    "-".into()
-                }
-            };
-            // The same write through the fenced resource (fenced locks only).
-            let accepted = match token {
-                None => "-".to_owned(),
-                Some(token) => {
-                    let accepted: redis::RedisResult<i64> = self
-                        .fenced
-                        .key(&self.max_key)
-                        .key(&self.log_key)
-                        .arg(token)
-                        .arg(h.pid)
-                        .invoke_async(store)
-                        .await;
-                    match accepted {
-                        Ok(a) => a.to_string(),
-                        Err(e) => {
-                            h.line("error", &[("op", "fenced".into()), ("msg", one_line(&e))]);
-                            "-".into()
-                        }
-                    }
-                }
+            let work = self.work(h, store, token);
+            let (read, stable, accepted) = tokio::select! {
+                r = work => r,
+                () = watch => unreachable!("the watch never ends"),
             };
             let lost = lock.is_lost(&guard);
             let end = mono_ns();
@@ -416,6 +438,64 @@ impl Run {
         }
         holds
     }
+
+    /// The work inside one hold: the sleep, the unsafe read-modify-write (or a reader's two
+    /// reads) and the fenced write; returns (`read=`, `stable=`, `fenced=`).
+    async fn work(
+        &self,
+        h: &History,
+        store: &mut redis::aio::MultiplexedConnection,
+        token: Option<i64>,
+    ) -> (String, String, String) {
+        let name = self.name.clone();
+        tokio::time::sleep(self.hold).await;
+        // The deliberately unsafe read-modify-write: only mutual exclusion keeps it correct.
+        // A reader reads twice instead, and must see the same value.
+        let mut stable = "-".to_owned();
+        let rmw_result: redis::RedisResult<i64> = async {
+            let v: Option<i64> = store.get(&self.counter_key).await?;
+            let v = v.unwrap_or(0);
+            h.line("read", &[("lock", name.clone()), ("value", v.to_string())]);
+            tokio::time::sleep(self.rmw).await;
+            if self.reader {
+                let again: Option<i64> = store.get(&self.counter_key).await?;
+                stable = u8::from(again.unwrap_or(0) == v).to_string();
+            } else {
+                let () = store.set(&self.counter_key, v + 1).await?;
+            }
+            Ok(v)
+        }
+        .await;
+        let read = match rmw_result {
+            Ok(v) => v.to_string(),
+            Err(e) => {
+                h.line("error", &[("op", "rmw".into()), ("msg", one_line(&e))]);
+                "-".into()
+            }
+        };
+        // The same write through the fenced resource (fenced locks only).
+        let accepted = match token {
+            None => "-".to_owned(),
+            Some(token) => {
+                let accepted: redis::RedisResult<i64> = self
+                    .fenced
+                    .key(&self.max_key)
+                    .key(&self.log_key)
+                    .arg(token)
+                    .arg(h.pid)
+                    .invoke_async(store)
+                    .await;
+                match accepted {
+                    Ok(a) => a.to_string(),
+                    Err(e) => {
+                        h.line("error", &[("op", "fenced".into()), ("msg", one_line(&e))]);
+                        "-".into()
+                    }
+                }
+            }
+        };
+        (read, stable, accepted)
+    }
 }
 
 fn single<K: LockKind, F>(lock: Lock<K>, token: F) -> Single<K, F> {
@@ -441,6 +521,8 @@ trait Taker {
     ) -> Result<Option<Self::Guard>, LockError>;
     fn token(&self, guard: &Self::Guard) -> Option<i64>;
     fn is_lost(&self, guard: &Self::Guard) -> bool;
+    /// Resolves when the hold is known lost.
+    async fn lost(&self, guard: &Self::Guard);
     /// `ok`, `lost` (the hold was gone), or `partial` (some RedLock members not released).
     async fn release(&self, guard: Self::Guard) -> Result<&'static str, LockError>;
 }
@@ -480,6 +562,10 @@ impl<K: LockKind, F: Fn(&LockGuard<K>) -> Option<i64>> Taker for Single<K, F> {
         guard.is_lost()
     }
 
+    async fn lost(&self, guard: &LockGuard<K>) {
+        guard.lost().await;
+    }
+
     async fn release(&self, guard: LockGuard<K>) -> Result<&'static str, LockError> {
         match guard.unlock().await {
             Ok(()) => Ok("ok"),
@@ -512,6 +598,10 @@ impl Taker for Red {
 
     fn is_lost(&self, guard: &MultiLockGuard) -> bool {
         guard.is_lost()
+    }
+
+    async fn lost(&self, guard: &MultiLockGuard) {
+        guard.lost().await;
     }
 
     async fn release(&self, guard: MultiLockGuard) -> Result<&'static str, LockError> {

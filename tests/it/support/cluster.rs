@@ -99,6 +99,13 @@ impl Node {
             .unwrap()
     }
 
+    /// Starts the process again on the same port and directory (after [`Node::kill`]); a
+    /// cluster node keeps its `nodes.conf` there and rejoins.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start();
+    }
+
     /// Kills the process (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

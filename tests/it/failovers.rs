@@ -1,0 +1,794 @@
+//! Failover nemeses with holder processes: Sentinel (`SENTINEL FAILOVER`, the master killed and
+//! promoted by the sentinels) and Cluster (`CLUSTER FAILOVER`, `FORCE`, `TAKEOVER`, the
+//! shard's master killed), with holders that hold a fenced lock on the master (or the lock's
+//! shard) through every switch.
+//!
+//! A round runs groups of holder processes, each group on its own lock with its own settings
+//! (failover awareness on or off, replica sync on or off), under one seeded nemesis. Before a
+//! failover, a group with replica sync off loses its hold on the replica only (the hazard of a
+//! failover before the write replicated, outside the model): Sentinel deletes the lock's key
+//! on the writable replica; Cluster flushes the writable replica (its keyed commands would be
+//! redirected). The promoted replica then lacks the hold; the master keeps it until the switch.
+//! Groups with replica sync on are never wiped: their holds are `WAIT`ed for, so they must
+//! survive every switch (a lost one is a failure: `can_lose` is false for those faults).
+//!
+//! Every fault is logged on the holders' `CLOCK_MONOTONIC` timeline; its moment (`Fault::end`)
+//! is when the replica was seen promoted (its `ROLE` says master, polled every 20 ms), the
+//! earliest a client could know. The outcome per group: the checker's report, the holds that
+//! did not survive a switch and were not reported lost, the time from each switch to the
+//! holder's `lost` line (or its release, when that told it first: `detect_ms`) and to the next
+//! `acquired` of the lock by anyone (`retake_ms`).
+//!
+//! The tests print the before/after figure: the same switch measured by a group with failover
+//! awareness and by one without (told only at the watchdog's next renewal or at the release).
+//! `FAILOVER_SEED` replays a schedule.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+
+use crate::support::checker::{self, holder_bin, mono_ns, read_events, Fault, Holder, Report};
+use crate::support::cluster::{wait_until, Node, TestCluster, TestSentinel, MASTER_NAME};
+use crate::support::TestServer;
+
+/// How soon after the switch a group with awareness must report a hold the new master lacks:
+/// generous for a loaded 2-core machine, well under the renewal period of [`WATCHDOG_MS`].
+pub const AWARE_BOUND: Duration = Duration::from_millis(2500);
+/// The holders' watchdog timeout: renewals every 5 s, so without awareness a lost hold is
+/// told at the next renewal (0-5 s after the switch) or at its release.
+pub const WATCHDOG_MS: u64 = 15_000;
+/// How long each hold lasts: longer than the renewal period.
+pub const HOLD_MS: u64 = 6_000;
+
+/// A hold taken this long before a wipe has surely replicated (loopback).
+const SETTLE_NS: u64 = 200_000_000;
+
+/// One group of holders on one lock.
+#[derive(Clone, Debug)]
+pub struct GroupSpec {
+    pub lock: String,
+    pub holders: usize,
+    /// `--failover-aware`.
+    pub aware: bool,
+    /// `--replica-sync`: on (`WAIT`, 1 s) or off (and then wiped from the replica before each
+    /// failover).
+    pub sync: bool,
+    /// `rust` (the `tests/holder` process).
+    pub lang: &'static str,
+}
+
+impl GroupSpec {
+    pub fn new(lock: &str, holders: usize, aware: bool, sync: bool, lang: &'static str) -> Self {
+        GroupSpec {
+            lock: lock.to_owned(),
+            holders,
+            aware,
+            sync,
+            lang,
+        }
+    }
+}
+
+/// What a round found for one group.
+#[derive(Debug)]
+pub struct GroupOutcome {
+    pub spec: GroupSpec,
+    pub report: Report,
+    /// Holds that did not survive a switch (open from the wipe to the promotion) and were
+    /// never reported lost: `(pid, start)`.
+    pub unreported: Vec<(u32, u64)>,
+    /// Holds that did not survive a switch but were released, untold, within
+    /// [`AWARE_BOUND`] of it (the holder finished before it could be told): `(pid, start)`.
+    pub ended_first: Vec<(u32, u64)>,
+    /// Holds that did not survive a switch: `(pid, start)`.
+    pub affected: Vec<(u32, u64)>,
+    /// Overlapping holds that neither involve a hold reported lost (by the guard's `lost()`
+    /// during the hold, `is_lost()` before its release, or the release) nor a hold that a
+    /// switch outside the model cost.
+    pub unexplained_overlaps: Vec<(u32, u64, u32, u64)>,
+    /// From each switch to the `lost` line (or the release that said lost) of each affected
+    /// hold, ms.
+    pub detect_ms: Vec<u64>,
+    /// From each switch to the next `acquired` of the lock, ms.
+    pub retake_ms: Vec<u64>,
+    /// Each holder's history, by pid (for the failure messages).
+    pub histories: HashMap<u32, String>,
+}
+
+/// What a round found: the faults in order and one outcome per group.
+#[derive(Debug)]
+pub struct FailoverOutcome {
+    pub seed: u64,
+    pub faults: Vec<Fault>,
+    /// When each fault's replica lost the sync-off groups' holds (0: no wipe).
+    pub wiped_at: Vec<u64>,
+    pub groups: Vec<GroupOutcome>,
+}
+
+/// The fault kinds of each topology.
+pub const SENTINEL_FAULTS: [&str; 2] = ["sentinel-kill", "sentinel-failover"];
+pub const CLUSTER_FAULTS: [&str; 4] = [
+    "cluster-failover",
+    "cluster-force",
+    "cluster-takeover",
+    "cluster-kill",
+];
+
+/// Every kind once, in a seeded order.
+pub fn plan(seed: u64, kinds: &[&'static str]) -> Vec<&'static str> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut plan = kinds.to_vec();
+    plan.shuffle(&mut rng);
+    plan
+}
+
+/// The seed of a test run: `FAILOVER_SEED`, else the clock; printed for a replay.
+pub fn seed() -> u64 {
+    let seed = std::env::var("FAILOVER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| mono_ns() % 1_000_000);
+    eprintln!("failovers: FAILOVER_SEED={seed}");
+    seed
+}
+
+/// How a holder reaches the lock servers.
+enum Target {
+    Sentinel(Vec<String>),
+    Cluster(Vec<String>),
+}
+
+/// A holder process of `spec.lang` for `spec`'s lock.
+fn spawn_holder(
+    spec: &GroupSpec,
+    target: &Target,
+    store: &str,
+    history: PathBuf,
+    stop: &Path,
+) -> Holder {
+    assert_eq!(
+        spec.lang, "rust",
+        "holder language {}: only the Rust holder speaks --sentinels/--cluster here",
+        spec.lang
+    );
+    let mut cmd = Command::new(holder_bin());
+    match target {
+        Target::Sentinel(addrs) => {
+            cmd.args(["--sentinels", &addrs.join(","), "--master", MASTER_NAME]);
+        }
+        Target::Cluster(urls) => {
+            cmd.args(["--cluster", &urls.join(",")]);
+        }
+    }
+    cmd.args(["--store", store, "--lock", &spec.lock])
+        .arg("--history")
+        .arg(&history)
+        .args(["--iterations", "1000", "--gap-ms", "50"])
+        .args(["--hold-ms", &HOLD_MS.to_string()])
+        .args(["--watchdog-ms", &WATCHDOG_MS.to_string()])
+        .args([
+            "--response-ms",
+            "1000",
+            "--max-secs",
+            "120",
+            "--kind",
+            "fenced",
+        ])
+        .args(["--failover-aware", if spec.aware { "1" } else { "0" }])
+        .args(["--replica-sync", if spec.sync { "1000" } else { "0" }])
+        .arg("--stop-file")
+        .arg(stop);
+    Holder::run(&mut cmd, history)
+}
+
+/// Whether the last event of `lock` in any of `holders`' histories opens a hold.
+fn someone_holds(histories: &[PathBuf], lock: &str) -> bool {
+    histories.iter().any(|h| {
+        read_events(h)
+            .iter()
+            .rfind(|e| e.get("lock") == Some(lock) && e.kind != "lost")
+            .is_some_and(|e| e.kind == "acquired" || e.kind == "read")
+    })
+}
+
+fn role_is_master(node: &Node) -> bool {
+    let Ok(c) = redis::Client::open(node.url()) else {
+        return false;
+    };
+    let Ok(mut c) = c.get_connection_with_timeout(Duration::from_millis(500)) else {
+        return false;
+    };
+    let role: redis::RedisResult<redis::Value> = redis::cmd("ROLE").query(&mut c);
+    matches!(role, Ok(redis::Value::Array(ref v))
+        if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+}
+
+fn replica_in_sync(node: &Node) -> bool {
+    node.info("replication").contains("master_link_status:up")
+}
+
+/// Makes `node` writable (it is a replica) and runs `wipe` on it.
+fn wipe(node: &Node, what: &mut redis::Cmd) -> u64 {
+    let mut c = node.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut c)
+        .unwrap();
+    let _: redis::Value = what.query(&mut c).unwrap();
+    let at = mono_ns();
+    // Read-only again: a demoted master must refuse the writes of clients that did not follow.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    at
+}
+
+/// Waits for the holds open at a wipe to be told lost or to end, at most `within`.
+fn wait_told(histories: &[PathBuf], wiped_at: u64, within: Duration) {
+    wait_until(within, || {
+        histories.iter().all(|h| {
+            let events = read_events(h);
+            // The last acquired before the wipe, if its hold is still on.
+            let open = events
+                .iter()
+                .rposition(|e| e.kind == "acquired" && e.num("start") < Some(wiped_at));
+            match open {
+                None => true,
+                Some(i) => events[i + 1..]
+                    .iter()
+                    .any(|e| matches!(e.kind.as_str(), "lost" | "releasing" | "released")),
+            }
+        })
+    });
+}
+
+/// One Sentinel round: `groups` of holders through a fresh master + replica + 3 sentinels, and
+/// the faults of `plan` (kinds of [`SENTINEL_FAULTS`]) one after another, each while every
+/// group holds.
+pub async fn sentinel_round(
+    seed: u64,
+    groups: &[GroupSpec],
+    plan: &[&'static str],
+) -> FailoverOutcome {
+    let store = TestServer::start();
+    let store_url = store.url();
+    let owned = groups.to_vec();
+    let plan = plan.to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().to_owned();
+    let (faults, wiped_at, histories) = tokio::task::spawn_blocking(move || {
+        let groups = owned;
+        let mut s = TestSentinel::start();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let addrs: Vec<String> = s.sentinels.iter().map(Node::addr).collect();
+        let stop = dir_path.join("stop");
+        let mut fleet: Vec<(usize, Holder)> = Vec::new();
+        for (g, spec) in groups.iter().enumerate() {
+            for i in 0..spec.holders {
+                let history = dir_path.join(format!("g{g}-h{i}.history"));
+                let target = Target::Sentinel(addrs.clone());
+                fleet.push((g, spawn_holder(spec, &target, &store_url, history, &stop)));
+            }
+        }
+        let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
+        let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
+            fleet
+                .iter()
+                .filter(|(i, _)| groups[*i].lock == g.lock)
+                .map(|(_, h)| h.history.clone())
+                .collect()
+        };
+        let mut faults = Vec::new();
+        let mut wiped = Vec::new();
+        // 0: `s.master` is the master; 1: `s.replica` is.
+        let mut master_is_replica_node = false;
+        let mut last_failover: Option<Instant> = None;
+        for &kind in &plan {
+            // Every group holds, and the replica is in sync.
+            let held = wait_until(Duration::from_secs(30), || {
+                groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
+            });
+            assert!(held, "every group holds before the {kind}");
+            let (master, replica) = if master_is_replica_node {
+                (&mut s.replica, &mut s.master)
+            } else {
+                (&mut s.master, &mut s.replica)
+            };
+            assert!(
+                wait_until(Duration::from_secs(30), || replica_in_sync(replica)),
+                "the replica syncs before the {kind}"
+            );
+            if kind == "sentinel-kill" {
+                // The sentinels start no failover of a master within twice the failover
+                // timeout (3 s) of the last one.
+                if let Some(t) = last_failover {
+                    let quiet = Duration::from_millis(6500);
+                    std::thread::sleep(quiet.saturating_sub(t.elapsed()));
+                }
+            }
+            // The holds seen have replicated before the wipe (see SETTLE_NS).
+            std::thread::sleep(Duration::from_millis(
+                SETTLE_NS / 1_000_000 + rng.random_range(0..300),
+            ));
+            // The sync-off groups lose their holds on the replica only.
+            let off: Vec<&str> = groups
+                .iter()
+                .filter(|g| !g.sync)
+                .map(|g| g.lock.as_str())
+                .collect();
+            let wiped_at = if off.is_empty() {
+                0
+            } else {
+                wipe(replica, redis::cmd("DEL").arg(&off))
+            };
+            let start = mono_ns();
+            match kind {
+                "sentinel-failover" => {
+                    let mut sentinel = s_conn(&addrs[0]);
+                    let asked = wait_until(Duration::from_secs(30), || {
+                        redis::cmd("SENTINEL")
+                            .arg("FAILOVER")
+                            .arg(MASTER_NAME)
+                            .query::<()>(&mut sentinel)
+                            .is_ok()
+                    });
+                    assert!(asked, "SENTINEL FAILOVER accepted");
+                    last_failover = Some(Instant::now());
+                }
+                "sentinel-kill" => {
+                    master.kill();
+                    last_failover = Some(Instant::now());
+                }
+                other => panic!("{other}: not a Sentinel fault"),
+            }
+            let promoted = wait_until(Duration::from_secs(30), || role_is_master(replica));
+            assert!(promoted, "the replica was promoted after the {kind}");
+            let fault = Fault::new(kind, None, start, !off.is_empty());
+            let at = fault.end;
+            eprintln!(
+                "failovers: {kind} promoted {} ms after it began",
+                (at - start) / 1_000_000
+            );
+            faults.push(fault);
+            wiped.push(wiped_at);
+            if kind == "sentinel-kill" {
+                // Back, empty, as a replica of the new master (the sentinels would wait 8 s).
+                master.restart();
+                let mut c = master.conn();
+                let _: () = redis::cmd("REPLICAOF")
+                    .arg("127.0.0.1")
+                    .arg(replica.port)
+                    .query(&mut c)
+                    .unwrap();
+            }
+            master_is_replica_node = !master_is_replica_node;
+            // The aware groups tell at once; wait for them (and the blind ones, bounded).
+            if wiped_at != 0 {
+                wait_told(&paths, wiped_at, Duration::from_secs(3));
+            }
+        }
+        // Every hold the last switch cost is told (without awareness: at the next renewal).
+        if wiped.last().is_some_and(|&w| w != 0) {
+            wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
+        }
+        // Done: the holders are killed (a hold still open ends there, for the checker).
+        let mut ends = HashMap::new();
+        for (_, h) in &mut fleet {
+            let pid = h.pid();
+            ends.insert(pid, h.kill9());
+        }
+        let histories: Vec<(usize, PathBuf)> =
+            fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
+        drop(s);
+        (faults, wiped, (histories, ends))
+    })
+    .await
+    .unwrap();
+    let outcome = outcome(seed, &store, groups, faults, wiped_at, histories).await;
+    drop(dir);
+    outcome
+}
+
+/// The port of `master`'s first replica (its `INFO replication`).
+fn replica_port(master: &Node) -> u16 {
+    let info = master.info("replication");
+    info.lines()
+        .find(|l| l.starts_with("slave0:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no replica in {info}"))
+}
+
+/// One Cluster round: `groups` of holders (their locks in one slot: give them one hash tag)
+/// on a fresh 3 masters x 1 replica cluster, and the faults of `plan` (kinds of
+/// [`CLUSTER_FAULTS`]) on the lock's shard one after another, each while every group holds.
+/// The groups share one replica sync setting (the wipe flushes the whole replica).
+pub async fn cluster_round(
+    seed: u64,
+    groups: &[GroupSpec],
+    plan: &[&'static str],
+) -> FailoverOutcome {
+    assert!(
+        groups.iter().all(|g| g.sync == groups[0].sync),
+        "one replica sync setting per cluster round"
+    );
+    let store = TestServer::start();
+    let store_url = store.url();
+    let owned = groups.to_vec();
+    let plan = plan.to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().to_owned();
+    let (faults, wiped_at, histories) = tokio::task::spawn_blocking(move || {
+        let groups = owned;
+        let mut cluster = TestCluster::start(1);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let slot_of = |key: &str| -> u16 {
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(key)
+                .query(&mut cluster.nodes[0].conn())
+                .unwrap()
+        };
+        let slot = slot_of(&groups[0].lock);
+        assert!(
+            groups.iter().all(|g| slot_of(&g.lock) == slot),
+            "the groups' locks share one slot"
+        );
+        let mut m = cluster
+            .nodes
+            .iter()
+            .position(|n| n.port == cluster.master_of(slot).port)
+            .unwrap();
+        let rp = replica_port(&cluster.nodes[m]);
+        let mut r = cluster.nodes.iter().position(|n| n.port == rp).unwrap();
+        let urls = cluster.urls();
+        let stop = dir_path.join("stop");
+        let mut fleet: Vec<(usize, Holder)> = Vec::new();
+        for (g, spec) in groups.iter().enumerate() {
+            for i in 0..spec.holders {
+                let history = dir_path.join(format!("g{g}-h{i}.history"));
+                let target = Target::Cluster(urls.clone());
+                fleet.push((g, spawn_holder(spec, &target, &store_url, history, &stop)));
+            }
+        }
+        let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
+        let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
+            fleet
+                .iter()
+                .filter(|(i, _)| groups[*i].lock == g.lock)
+                .map(|(_, h)| h.history.clone())
+                .collect()
+        };
+        let mut faults = Vec::new();
+        let mut wiped = Vec::new();
+        for &kind in &plan {
+            let held = wait_until(Duration::from_secs(30), || {
+                groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
+            });
+            assert!(held, "every group holds before the {kind}");
+            assert!(
+                wait_until(Duration::from_secs(30), || replica_in_sync(
+                    &cluster.nodes[r]
+                )),
+                "the replica syncs before the {kind}"
+            );
+            // The holds seen have replicated before the wipe (see SETTLE_NS).
+            std::thread::sleep(Duration::from_millis(
+                SETTLE_NS / 1_000_000 + rng.random_range(0..300),
+            ));
+            let wiped_at = if groups[0].sync {
+                0
+            } else {
+                wipe(&cluster.nodes[r], &mut redis::cmd("FLUSHALL"))
+            };
+            let start = mono_ns();
+            let mode = match kind {
+                "cluster-failover" => Some(None),
+                "cluster-force" => Some(Some("FORCE")),
+                "cluster-takeover" => Some(Some("TAKEOVER")),
+                "cluster-kill" => None,
+                other => panic!("{other}: not a Cluster fault"),
+            };
+            match mode {
+                Some(how) => {
+                    let mut cmd = redis::cmd("CLUSTER");
+                    cmd.arg("FAILOVER");
+                    if let Some(how) = how {
+                        cmd.arg(how);
+                    }
+                    let _: () = cmd.query(&mut cluster.nodes[r].conn()).unwrap();
+                }
+                None => cluster.nodes[m].kill(),
+            }
+            let promoted = wait_until(Duration::from_secs(30), || {
+                role_is_master(&cluster.nodes[r])
+            });
+            assert!(promoted, "the replica was promoted after the {kind}");
+            let fault = Fault::new(kind, None, start, wiped_at != 0);
+            eprintln!(
+                "failovers: {kind} promoted {} ms after it began",
+                (fault.end - start) / 1_000_000
+            );
+            faults.push(fault);
+            wiped.push(wiped_at);
+            if mode.is_none() {
+                // Back, empty, with its nodes.conf: it rejoins as the new master's replica.
+                cluster.nodes[m].restart();
+            }
+            std::mem::swap(&mut m, &mut r);
+            if wiped_at != 0 {
+                wait_told(&paths, wiped_at, Duration::from_secs(3));
+            }
+        }
+        // Every hold the last switch cost is told (without awareness: at the next renewal).
+        if wiped.last().is_some_and(|&w| w != 0) {
+            wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
+        }
+        // Done: the holders are killed (a hold still open ends there, for the checker).
+        let mut ends = HashMap::new();
+        for (_, h) in &mut fleet {
+            let pid = h.pid();
+            ends.insert(pid, h.kill9());
+        }
+        let histories: Vec<(usize, PathBuf)> =
+            fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
+        drop(cluster);
+        (faults, wiped, (histories, ends))
+    })
+    .await
+    .unwrap();
+    let outcome = outcome(seed, &store, groups, faults, wiped_at, histories).await;
+    drop(dir);
+    outcome
+}
+
+/// p50, p99 and max of `ms` (nearest rank), as text.
+pub fn figure(ms: &[u64]) -> String {
+    if ms.is_empty() {
+        return "n=0".into();
+    }
+    let mut v = ms.to_vec();
+    v.sort_unstable();
+    let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    format!(
+        "n={} p50={} ms p99={} ms max={} ms",
+        v.len(),
+        rank(0.50),
+        rank(0.99),
+        v[v.len() - 1]
+    )
+}
+
+/// Prints the round and asserts what must hold whatever the schedule: no stale fenced write
+/// accepted; every overlap involves a hold reported lost or one a switch outside the model
+/// cost; every hold reported lost is tied to a fault that could lose it (with replica sync on,
+/// none can). For groups with failover awareness: every hold that did not survive a switch
+/// was reported lost, each within [`AWARE_BOUND`] of the switch. Groups without awareness are
+/// the "before" figure: printed, not held to those two.
+pub fn assert_round(label: &str, out: &FailoverOutcome) {
+    for (f, w) in out.faults.iter().zip(&out.wiped_at) {
+        let wiped = if *w == 0 { "no" } else { "yes" };
+        eprintln!("{label}: fault {} at {} (wiped {wiped})", f.kind, f.end);
+    }
+    for g in &out.groups {
+        let r = &g.report;
+        eprintln!(
+            "{label}: lock {} aware={} sync={}: {} holds, {} lost, {} overlaps, \
+             {} fenced rejected; {} holds cost by a switch, {} never told, \
+             {} released untold within the bound; \
+             detect {}; retake {}",
+            g.spec.lock,
+            g.spec.aware,
+            g.spec.sync,
+            r.holds.len(),
+            r.lost_holds(),
+            r.overlaps.len(),
+            r.fenced_rejected,
+            g.affected.len(),
+            g.unreported.len(),
+            g.ended_first.len(),
+            figure(&g.detect_ms),
+            figure(&g.retake_ms),
+        );
+    }
+    for g in &out.groups {
+        let ctx = format!("{label} lock {} (FAILOVER_SEED={})", g.spec.lock, out.seed);
+        let r = &g.report;
+        assert!(r.fencing_errors.is_empty(), "{ctx}: {:?}", r.fencing_errors);
+        assert!(
+            g.unexplained_overlaps.is_empty(),
+            "{ctx}: unexplained overlaps (pid, start) {:?}\n{:#?}",
+            g.unexplained_overlaps,
+            g.histories
+        );
+        let unexplained = r.unexplained_lost(&out.faults);
+        assert!(
+            unexplained.is_empty(),
+            "{ctx}: holds lost with no fault to explain it: {unexplained:?}\n{:#?}",
+            g.histories
+        );
+        assert!(r.holds.len() >= 2, "{ctx}: progress");
+        if !g.spec.sync {
+            assert!(!g.affected.is_empty(), "{ctx}: the switches hit a hold");
+        }
+        if g.spec.aware {
+            assert!(
+                g.unreported.is_empty(),
+                "{ctx}: holds lost in a switch but never reported lost: {:?}\n{:#?}",
+                g.unreported,
+                g.histories
+            );
+            let bound = AWARE_BOUND.as_millis() as u64;
+            assert!(
+                g.detect_ms.iter().all(|&d| d <= bound),
+                "{ctx}: lost told later than {bound} ms after a switch: {:?}",
+                g.detect_ms
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_switches_are_told_at_once_and_nothing_unexplained_overlaps() {
+    let seed = seed();
+    let groups = [
+        GroupSpec::new("fo-aware", 2, true, false, "rust"),
+        GroupSpec::new("fo-blind", 2, false, false, "rust"),
+        GroupSpec::new("fo-synced", 2, true, true, "rust"),
+    ];
+    let out = sentinel_round(seed, &groups, &plan(seed, &SENTINEL_FAULTS)).await;
+    assert_round("sentinel", &out);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_switches_are_told_at_once_and_nothing_unexplained_overlaps() {
+    let seed = seed();
+    let groups = [
+        GroupSpec::new("{fo}aware", 2, true, false, "rust"),
+        GroupSpec::new("{fo}blind", 2, false, false, "rust"),
+    ];
+    let out = cluster_round(seed, &groups, &plan(seed, &CLUSTER_FAULTS)).await;
+    assert_round("cluster", &out);
+}
+
+fn s_conn(addr: &str) -> redis::Connection {
+    redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .unwrap()
+}
+
+/// Reads the histories and measures each group against the faults.
+async fn outcome(
+    seed: u64,
+    store: &TestServer,
+    groups: &[GroupSpec],
+    faults: Vec<Fault>,
+    wiped_at: Vec<u64>,
+    (histories, ends): (Vec<(usize, PathBuf)>, HashMap<u32, u64>),
+) -> FailoverOutcome {
+    let mut conn = store.conn().await;
+    let mut out = Vec::new();
+    for (g, spec) in groups.iter().enumerate() {
+        let paths: Vec<PathBuf> = histories
+            .iter()
+            .filter(|(i, _)| *i == g)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let report = checker::check(&mut conn, &spec.lock, &paths, &ends).await;
+        // `lost` lines: (pid, hold start) -> when.
+        let mut lost_at: HashMap<(u32, u64), u64> = HashMap::new();
+        let mut starts: Vec<u64> = Vec::new();
+        for p in &paths {
+            for e in read_events(p) {
+                if e.get("lock") != Some(spec.lock.as_str()) {
+                    continue;
+                }
+                match e.kind.as_str() {
+                    "lost" => {
+                        let key = (e.num("pid").unwrap() as u32, e.num("start").unwrap());
+                        lost_at.insert(key, e.num("at").unwrap());
+                    }
+                    "acquired" => starts.push(e.num("start").unwrap()),
+                    _ => {}
+                }
+            }
+        }
+        starts.sort_unstable();
+        let histories = paths
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .map(|t| {
+                let pid = t
+                    .split("pid=")
+                    .nth(1)
+                    .and_then(|r| r.split(' ').next()?.parse().ok())
+                    .unwrap_or(0);
+                (pid, t)
+            })
+            .collect();
+        let mut unreported = Vec::new();
+        let mut detect_ms = Vec::new();
+        let mut retake_ms = Vec::new();
+        let mut affected = Vec::new();
+        let mut ended_first = Vec::new();
+        for (f, fault) in faults.iter().enumerate() {
+            let at = fault.end;
+            if let Some(next) = starts.iter().find(|&&s| s > at) {
+                retake_ms.push((next - at) / 1_000_000);
+            }
+            if spec.sync || wiped_at[f] == 0 {
+                continue;
+            }
+            let earlier = if f == 0 { 0 } else { faults[f - 1].end };
+            for h in &report.holds {
+                // Open from the wipe to the promotion, and not already counted for an
+                // earlier fault. A hold taken just before the wipe may reach the replica after
+                // it (and survive): such holds are left out.
+                let before = wiped_at[f].saturating_sub(SETTLE_NS);
+                if !(h.start < before && h.start > earlier && h.end.is_none_or(|e| e > at)) {
+                    continue;
+                }
+                affected.push((h.pid, h.start));
+                let told = lost_at
+                    .get(&(h.pid, h.start))
+                    .copied()
+                    .or_else(|| h.lost.then(|| h.end.unwrap_or(at)));
+                match told {
+                    // Released before the bound, untold: the holder finished first.
+                    None if h
+                        .end
+                        .is_some_and(|e| e < at + AWARE_BOUND.as_nanos() as u64) =>
+                    {
+                        ended_first.push((h.pid, h.start));
+                    }
+                    Some(t) => {
+                        let ms = t.saturating_sub(at) / 1_000_000;
+                        eprintln!(
+                            "failovers: {} {}: told {ms} ms after {}",
+                            spec.lock, h.pid, fault.kind
+                        );
+                        detect_ms.push(ms);
+                    }
+                    None => unreported.push((h.pid, h.start)),
+                }
+            }
+        }
+        let told = |h: &checker::Hold| h.lost || lost_at.contains_key(&(h.pid, h.start));
+        let outside = |h: &checker::Hold| affected.contains(&(h.pid, h.start));
+        let unexplained_overlaps = report
+            .overlaps
+            .iter()
+            .map(|&(a, b)| (&report.holds[a], &report.holds[b]))
+            .filter(|(a, b)| !(told(a) || told(b) || outside(a) || outside(b)))
+            .map(|(a, b)| (a.pid, a.start, b.pid, b.start))
+            .collect();
+        out.push(GroupOutcome {
+            unexplained_overlaps,
+            ended_first,
+            spec: spec.clone(),
+            report,
+            unreported,
+            affected,
+            detect_ms,
+            retake_ms,
+            histories,
+        });
+    }
+    FailoverOutcome {
+        seed,
+        faults,
+        wiped_at,
+        groups: out,
+    }
+}
