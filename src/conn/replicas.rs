@@ -228,13 +228,14 @@ impl Conn {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("replication");
         let info = match &mut self.kind {
-            Kind::Cluster(c) => {
+            Kind::Cluster(r) => {
                 let route = Route::with_slot(slot, SlotAddr::Master);
-                c.route_command(
-                    cmd,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await?
+                r.fallback()
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?
             }
             _ => self.raw(&cmd).await?,
         };
