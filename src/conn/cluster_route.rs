@@ -56,6 +56,8 @@ pub(crate) struct Router {
     map: RwLock<Arc<Map>>,
     endpoints: Endpoints,
     config: ConnectionManagerConfig,
+    /// The longest a node's reply is awaited (a dead node's manager waits for its reconnects).
+    reply_timeout: std::time::Duration,
     fallback: ClusterConnection,
     naming: Arc<Naming>,
     /// A map read is under way (or queued): at most one at a time.
@@ -124,6 +126,14 @@ fn lift(reply: RedisResult<Value>) -> RedisResult<Value> {
     }
 }
 
+/// An error after which the slot map is read again: anything but a server's reply (a broken
+/// or refused connection, a timeout: the node may be gone), and `CLUSTERDOWN`/`TRYAGAIN`.
+fn map_suspect(e: &RedisError) -> bool {
+    !matches!(e.kind(), ErrorKind::Server(_))
+        || is_kind(e, ServerErrorKind::ClusterDown)
+        || is_kind(e, ServerErrorKind::TryAgain)
+}
+
 fn is_kind(e: &RedisError, kind: ServerErrorKind) -> bool {
     e.kind() == ErrorKind::Server(kind)
 }
@@ -178,6 +188,7 @@ impl Router {
         endpoints: &Endpoints,
         fallback: ClusterConnection,
         config: ConnectionManagerConfig,
+        reply_timeout: std::time::Duration,
         naming: Arc<Naming>,
     ) -> Router {
         let router = Router {
@@ -187,6 +198,7 @@ impl Router {
             })),
             endpoints: endpoints.clone(),
             config,
+            reply_timeout,
             fallback,
             naming,
             refreshing: AtomicBool::new(false),
@@ -267,16 +279,27 @@ impl Router {
         *guard = Arc::new(Map { slots, nodes });
     }
 
-    /// Reads the slot map through redis-rs's connection (any node) and installs it.
+    /// Reads the slot map (`CLUSTER SLOTS`) from the first master connected here that answers,
+    /// else through redis-rs's connection (any node), and installs it.
     async fn read_map(&self) {
         let mut cmd = redis::cmd("CLUSTER");
         cmd.arg("SLOTS");
+        let nodes = self.map.read().nodes.clone();
+        for node in nodes {
+            let Some(conn) = node.conn.get() else {
+                continue;
+            };
+            if let Ok(reply) = self.timed(conn.clone().req_packed_command(&cmd)).await {
+                if !parse_masters(&reply).is_empty() {
+                    self.install(&reply);
+                    return;
+                }
+            }
+        }
         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        if let Ok(Ok(reply)) = tokio::time::timeout(
-            std::time::Duration::from_secs(2),
-            self.fallback.clone().route_command(cmd, route),
-        )
-        .await
+        if let Ok(reply) = self
+            .timed(self.fallback.clone().route_command(cmd, route))
+            .await
         {
             self.install(&reply);
         }
@@ -314,13 +337,31 @@ impl Router {
                             e.to_string(),
                         ))
                     })?;
-                let mut conn =
-                    ConnectionManager::new_with_config(client, self.config.clone()).await?;
+                let mut conn = self
+                    .timed(ConnectionManager::new_with_config(
+                        client,
+                        self.config.clone(),
+                    ))
+                    .await?;
                 self.naming.send(&mut conn).await;
                 Ok(conn)
             })
             .await
             .cloned()
+    }
+
+    /// `fut` (a node's reply), at most the reply timeout.
+    async fn timed<T>(
+        &self,
+        fut: impl std::future::Future<Output = RedisResult<T>>,
+    ) -> RedisResult<T> {
+        match tokio::time::timeout(self.reply_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no reply from the cluster node in time",
+            ))),
+        }
     }
 
     /// Sends one command: a script by its slot to its master (redirections followed), anything
@@ -330,6 +371,30 @@ impl Router {
             Some(slot) => self.send_to_slot(slot, cmd).await,
             None => self.fallback.clone().req_packed_command(cmd).await,
         }
+    }
+
+    /// A keyless command (`INFO replication`) to the master serving `slot` as this router
+    /// knows it (redis-rs's own map may lag after a failover); redis-rs routes it when the
+    /// slot's master is unknown here.
+    pub(crate) async fn on_master(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
+        let Some(node) = self.node(slot) else {
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                redis::cluster_routing::Route::new(slot, redis::cluster_routing::SlotAddr::Master),
+            ));
+            return self
+                .fallback
+                .clone()
+                .route_command(cmd.clone(), route)
+                .await;
+        };
+        let reply = match self.conn(&node).await {
+            Ok(mut conn) => lift(self.timed(conn.req_packed_command(cmd)).await),
+            Err(e) => Err(e),
+        };
+        if matches!(&reply, Err(e) if map_suspect(e)) {
+            self.stale();
+        }
+        reply
     }
 
     /// A script to the master of `slot`, following `MOVED` and `ASK`.
@@ -342,7 +407,7 @@ impl Router {
                 self.stale();
                 break;
             };
-            match lift(conn.req_packed_command(cmd).await) {
+            match lift(self.timed(conn.req_packed_command(cmd)).await) {
                 Err(e) => match self.redirected(e, cmd).await {
                     Redirect::Again => continue,
                     Redirect::Done(r) => return r,
@@ -373,7 +438,7 @@ impl Router {
                 return Redirect::Done(self.ask(&host, port, cmd).await);
             }
         }
-        if crate::error::is_connection_error(&e) || is_kind(&e, ServerErrorKind::ClusterDown) {
+        if map_suspect(&e) {
             self.stale();
         }
         Redirect::Done(Err(e))
@@ -420,13 +485,13 @@ impl Router {
                 asked.cmd("ASKING");
                 pipe.cmd_iter()
                     .for_each(|c| _ = asked.add_command(c.clone()));
-                conn.req_packed_commands(&asked, 1, count).await
+                self.timed(conn.req_packed_commands(&asked, 1, count)).await
             } else {
-                conn.req_packed_commands(pipe, 0, count).await
+                self.timed(conn.req_packed_commands(pipe, 0, count)).await
             };
             let replies = match replies {
                 Err(e) => {
-                    if crate::error::is_connection_error(&e) {
+                    if map_suspect(&e) {
                         self.stale();
                     }
                     return Err(e);
@@ -475,7 +540,7 @@ impl Router {
         let mut pipe = redis::pipe();
         pipe.cmd("ASKING");
         pipe.add_command(cmd.clone());
-        let mut replies = conn.req_packed_commands(&pipe, 0, 2).await?;
+        let mut replies = self.timed(conn.req_packed_commands(&pipe, 0, 2)).await?;
         match replies.pop() {
             Some(v) if replies.len() == 1 => lift(Ok(v)),
             _ => Err(super::protocol_error("ASKING: a reply of the wrong length")),
@@ -556,14 +621,17 @@ impl Router {
         }
         self.pipelines.fetch_add(1, Ordering::Relaxed);
         self.piped.fetch_add(at.len() as u64, Ordering::Relaxed);
-        let replies = match conn.req_packed_commands(&pipe, 0, at.len()).await {
+        let replies = match self
+            .timed(conn.req_packed_commands(&pipe, 0, at.len()))
+            .await
+        {
             Ok(r) if r.len() == at.len() => r,
             Ok(_) => {
                 let e = super::protocol_error("a pipeline reply of the wrong length");
                 return Some(at.iter().map(|_| Some(Err(e.clone()))).collect());
             }
             Err(e) => {
-                if crate::error::is_connection_error(&e) {
+                if map_suspect(&e) {
                     self.stale();
                 }
                 return Some(at.iter().map(|_| Some(Err(e.clone()))).collect());
@@ -607,11 +675,12 @@ impl Router {
     /// too; errors are ignored (a node down is named when it is connected again).
     pub(crate) async fn to_every_node(&self, cmd: &Cmd) {
         let nodes = self.map.read().nodes.clone();
-        for node in nodes {
-            if let Some(conn) = node.conn.get() {
-                let _ = conn.clone().req_packed_command(cmd).await;
-            }
-        }
+        let sends = nodes.iter().filter_map(|node| {
+            let mut conn = node.conn.get()?.clone();
+            // A dead node's manager waits for its reconnects: bounded, all nodes at once.
+            Some(async move { self.timed(conn.req_packed_command(cmd)).await })
+        });
+        futures_util::future::join_all(sends).await;
     }
 }
 

@@ -33,8 +33,14 @@ impl Conn {
             Topology::Single { .. } => Kind::Single(manager(endpoints.client()?, config).await?),
             Topology::Cluster { .. } => {
                 let fallback = cluster_connection(endpoints, config, None).await?;
-                let router =
-                    Router::new(endpoints, fallback, node_config(config), naming.clone()).await;
+                let router = Router::new(
+                    endpoints,
+                    fallback,
+                    node_config(config),
+                    reply_timeout(config),
+                    naming.clone(),
+                )
+                .await;
                 Kind::Cluster(Arc::new(router))
             }
             Topology::Sentinel { .. } => {
