@@ -17,7 +17,8 @@
 //! operation asked for it; a [`Shortfall`] fails only those that did).
 //!
 //! On a cluster a batch holds operations of one hash slot (their keys share a slot by
-//! construction), so it is routed like any one of them.
+//! construction), so it is routed like any one of them; without replica sync, a flight's batch
+//! scripts and lone scripts leave with one pipeline per master (`conn/cluster_route.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,8 +10,9 @@
 //!
 //! `mod.rs` the handle and how a command travels; `open` connecting from the endpoints;
 //! `replicas` replica sync (`WAIT`/`WAITAOF`, refusals, shortfalls); `naming` connection names;
-//! `sentinel` the master found through Sentinel; `cluster_watch` the slot map watched for a
-//! new master (failover awareness on a cluster); `batch` group commit.
+//! `sentinel` the master found through Sentinel; `cluster_route` lock scripts routed by slot to
+//! one connection per cluster master; `cluster_watch` the slot map watched for a new master
+//! (failover awareness on a cluster); `batch` group commit.
 
 use std::sync::Arc;
 

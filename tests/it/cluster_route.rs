@@ -148,7 +148,7 @@ async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
             tokio::spawn(async move {
                 for _ in 0..3 {
                     let g = client
-                        .get_lock(&format!("route-batch-{i}"))
+                        .get_lock(format!("route-batch-{i}"))
                         .lock()
                         .await
                         .unwrap();
