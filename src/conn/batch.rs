@@ -36,7 +36,7 @@ use crate::scripts;
 
 /// Lone operations one connection may have out before further operations queue: below it, a
 /// client is not yet the server's bottleneck and an operation gains nothing by waiting (at 16
-/// tasks a queue behind fewer flights cost a fifth of the throughput; `docs/benchmarks.md`,
+/// tasks a queue behind fewer flights cost a fifth of the throughput; `benches/results/HISTORY.md`,
 /// "Group commit that never loses").
 pub(crate) const MAX_DIRECT: usize = 16;
 
@@ -48,7 +48,7 @@ pub(crate) const MAX_IN_FLIGHT: usize = 4;
 /// calls, all at once (pipelined on the one connection): a batch of two or three costs the
 /// server more than the same scripts alone (the batch call's own cost, and per operation the
 /// dispatch, `pcall` and the reply), so a batch is used only where it pays
-/// (`docs/benchmarks.md`, "Group commit that never loses").
+/// (`benches/results/HISTORY.md`, "Group commit that never loses").
 pub(crate) const BATCH_MIN: usize = 8;
 
 /// A reply, or the error with the replica shortfall that caused it (if any).
