@@ -17,9 +17,13 @@
 //! lost, and holds outlast the lease, so a watchdog that does not renew fails here); no lost
 //! update beyond what lost holds explain; holds keep being taken; holders exit cleanly.
 //!
-//! A new fault class (netns partitions, Sentinel and Cluster failovers) is one arm of
-//! [`plan::FaultClass`] and one function in `nemesis.rs`; a round's holder language is
-//! [`plan::Lang`].
+//! A fault class is one arm of [`plan::FaultClass`] and one function in `nemesis.rs`; the
+//! classes with a topology of their own run the round code their standalone tests run:
+//! `partition` is `partitions::partition_round_with` (holders and the lock server in network
+//! namespaces, links cut short and past the lease), `sentinel-failover` and `cluster-failover`
+//! are `failovers::sentinel_round` and `cluster_round` (groups with failover awareness on and
+//! off on the same switches: the report's time-to-detect before and after). A round's holder
+//! languages are [`plan::Lang`] (a round may mix them on one lock).
 
 pub mod nemesis;
 pub mod outcome;

@@ -319,7 +319,7 @@ impl RoundOutcome {
         for f in &out.faults {
             *counts.entry(f.kind).or_default() += 1;
         }
-        let mut violations = crate::failovers::round_violations(&round.label(), out);
+        let mut violations = crate::failovers::round_violations(round.class().name(), out);
         if !explained {
             violations.push(format!(
                 "lost update: counter {} after {} increments",

@@ -402,7 +402,11 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 lang,
                 mixed,
                 holders,
-                secs,
+                // A failover round runs its switches, not a clock: about a minute.
+                secs: match class {
+                    FaultClass::SentinelFailover | FaultClass::ClusterFailover => secs.max(60),
+                    _ => secs,
+                },
                 // Mostly the class, with idle gaps between.
                 mix: vec![(class, 4), (FaultClass::Idle, 1)],
             }
