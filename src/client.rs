@@ -420,6 +420,9 @@ impl Client {
             batches: self.inner.conn.batch_counts().0,
             batched_operations: self.inner.conn.batch_counts().1,
             queued_operations: self.inner.conn.batch_queued(),
+            node_pipelines: self.inner.conn.cluster_counts().0,
+            pipelined_operations: self.inner.conn.cluster_counts().1,
+            redirections: self.inner.conn.cluster_counts().2,
         }
     }
 
@@ -535,4 +538,11 @@ pub struct ClientStats {
     /// Operations queued now for the next batch (group commit): sent while the connection
     /// already had its lone operations out.
     pub queued_operations: usize,
+    /// On a cluster with group commit: pipelines that carried queued operations (batches and
+    /// lone scripts) to one master together.
+    pub node_pipelines: u64,
+    /// The operations (batch scripts and lone scripts) those pipelines carried.
+    pub pipelined_operations: u64,
+    /// On a cluster: `MOVED` and `ASK` redirections the lock scripts followed.
+    pub redirections: u64,
 }

@@ -77,8 +77,19 @@ pub fn jdk() -> (PathBuf, String) {
     }
 }
 
-/// The peer's jar, built (when missing or stale) by `scripts/ensure-java`.
+/// The peer's jar: `REDISSON_JAVA_JAR` when set, else built (when missing or stale) by
+/// `scripts/ensure-java`.
 fn jar() -> Result<PathBuf> {
+    // A host without Maven (a many-core bench machine) is given the jar built elsewhere.
+    if let Some(jar) = std::env::var_os("REDISSON_JAVA_JAR").filter(|j| !j.is_empty()) {
+        let jar = PathBuf::from(jar);
+        // A jar, or the directory of its unpacked classes (both work on a class path).
+        return if jar.exists() {
+            Ok(jar)
+        } else {
+            Err(format!("REDISSON_JAVA_JAR={} does not exist", jar.display()).into())
+        };
+    }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/ensure-java");
     let out = std::process::Command::new("bash")
         .arg(script)

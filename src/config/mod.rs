@@ -350,7 +350,7 @@ impl Config {
     /// costs the server more than it saves). Each operation keeps its own reply, errors and
     /// replica sync.
     ///
-    /// Measured (`docs/benchmarks.md`, "Issue 24"; lock+unlock cycles per second on distinct
+    /// Measured (`benches/results/HISTORY.md`, "Issue 24"; lock+unlock cycles per second on distinct
     /// names, server and client on their own cores, Redis 7.0 and Valkey 8.1): +9 to +19 % at
     /// 256 tasks, level at 16 (0.97-1.04 x) and within a few per cent at 64 (0.94-1.00 x), hence
     /// still off by default: it is for clients with hundreds of concurrent lock operations.

@@ -17,7 +17,8 @@
 //! operation asked for it; a [`Shortfall`] fails only those that did).
 //!
 //! On a cluster a batch holds operations of one hash slot (their keys share a slot by
-//! construction), so it is routed like any one of them.
+//! construction), so it is routed like any one of them; without replica sync, a flight's batch
+//! scripts and lone scripts leave with one pipeline per master (`conn/cluster_route.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,13 +29,14 @@ use redis::cluster_routing::Slot;
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
+use super::cluster_route::{slot_number, Router};
 use super::{protocol_error, Conn, Shortfall};
 use crate::keys::slot_of;
 use crate::scripts;
 
 /// Lone operations one connection may have out before further operations queue: below it, a
 /// client is not yet the server's bottleneck and an operation gains nothing by waiting (at 16
-/// tasks a queue behind fewer flights cost a fifth of the throughput; `docs/benchmarks.md`,
+/// tasks a queue behind fewer flights cost a fifth of the throughput; `benches/results/HISTORY.md`,
 /// "Group commit that never loses").
 pub(crate) const MAX_DIRECT: usize = 16;
 
@@ -46,7 +48,7 @@ pub(crate) const MAX_IN_FLIGHT: usize = 4;
 /// calls, all at once (pipelined on the one connection): a batch of two or three costs the
 /// server more than the same scripts alone (the batch call's own cost, and per operation the
 /// dispatch, `pcall` and the reply), so a batch is used only where it pays
-/// (`docs/benchmarks.md`, "Group commit that never loses").
+/// (`benches/results/HISTORY.md`, "Group commit that never loses").
 pub(crate) const BATCH_MIN: usize = 8;
 
 /// A reply, or the error with the replica shortfall that caused it (if any).
@@ -252,6 +254,12 @@ impl Batcher {
         self.runtime.spawn(async move {
             let out = Arc::new(out);
             let (mut batches, alone) = this.group(queued);
+            let synced = batches.iter().flatten().chain(&alone).any(|q| q.synced);
+            if let (Some(router), false) = (this.conn.router(), synced) {
+                this.send_by_node(&router, batches, alone).await;
+                drop(out);
+                return;
+            }
             // The last piece of work runs in this task: a spawn per batch costs a task
             // switch (and often a hand-over to the other worker) on every flight.
             let inline = if alone.is_empty() {
@@ -359,28 +367,84 @@ impl Batcher {
             };
         }
         let shortfall = conn.take_shortfall();
-        match reply {
-            Ok((Value::Array(replies), verdict)) if replies.len() == group.len() => {
-                for (q, reply) in group.into_iter().zip(replies) {
-                    let out = match (reply, &verdict) {
-                        (Value::ServerError(e), _) => Err((RedisError::from(e), None)),
-                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),
-                        (v, _) => Ok(v),
-                    };
-                    let _ = q.tx.send(out);
+        deliver(group, reply, shortfall);
+    }
+
+    /// On a cluster without replica sync: the batch scripts of `batches` and the operations of
+    /// `alone` leave with one pipeline per master (`cluster_route`), whatever their slots.
+    async fn send_by_node(
+        &self,
+        router: &Arc<Router>,
+        batches: Vec<Vec<Queued>>,
+        mut alone: Vec<Queued>,
+    ) {
+        let mut conn = self.conn.clone();
+        conn.name_if_due().await;
+        let mut cmds = Vec::with_capacity(batches.len() + alone.len());
+        for group in &batches {
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            self.batched_ops
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
+            cmds.push((slot_number(group[0].lock_key()), batch_cmd(group)));
+        }
+        for q in &mut alone {
+            // Moved, not copied: only each operation's reply sender is used after this.
+            cmds.push((slot_number(q.lock_key()), std::mem::take(&mut q.cmd)));
+        }
+        let replies = router.send_by_node(&cmds).await;
+        for r in &replies {
+            conn.naming.after(r);
+        }
+        let mut replies = replies.into_iter();
+        for group in batches {
+            let reply = replies
+                .next()
+                .unwrap_or_else(|| Err(protocol_error("a pipeline reply of the wrong length")));
+            match reply {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    // Not run: load the batch script on that master and send again.
+                    self.send(group).await;
                 }
+                r => deliver(group, r.map(|v| (v, Ok(()))), None),
             }
-            Ok((other, _)) => {
-                tracing::warn!(reply = ?other, ops = group.len(), "a batch reply of the wrong shape");
-                let e = protocol_error("a batch reply of the wrong shape");
-                for q in group {
-                    let _ = q.tx.send(Err((e.clone(), None)));
-                }
+        }
+        for q in alone {
+            let reply = replies
+                .next()
+                .unwrap_or_else(|| Err(protocol_error("a pipeline reply of the wrong length")));
+            let _ = q.tx.send(reply.map_err(|e| (e, None)));
+        }
+    }
+}
+
+/// Hands each operation of a batch its reply (or the batch's error); a replica shortfall fails
+/// only the operations that asked for sync.
+fn deliver(
+    group: Vec<Queued>,
+    reply: RedisResult<(Value, RedisResult<()>)>,
+    shortfall: Option<Shortfall>,
+) {
+    match reply {
+        Ok((Value::Array(replies), verdict)) if replies.len() == group.len() => {
+            for (q, reply) in group.into_iter().zip(replies) {
+                let out = match (reply, &verdict) {
+                    (Value::ServerError(e), _) => Err((RedisError::from(e), None)),
+                    (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),
+                    (v, _) => Ok(v),
+                };
+                let _ = q.tx.send(out);
             }
-            Err(e) => {
-                for q in group {
-                    let _ = q.tx.send(Err((e.clone(), shortfall.clone())));
-                }
+        }
+        Ok((other, _)) => {
+            tracing::warn!(reply = ?other, ops = group.len(), "a batch reply of the wrong shape");
+            let e = protocol_error("a batch reply of the wrong shape");
+            for q in group {
+                let _ = q.tx.send(Err((e.clone(), None)));
+            }
+        }
+        Err(e) => {
+            for q in group {
+                let _ = q.tx.send(Err((e.clone(), shortfall.clone())));
             }
         }
     }

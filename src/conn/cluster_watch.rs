@@ -19,6 +19,7 @@ use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo, Slot};
 use redis::Value;
 use tokio::sync::Notify;
 
+use super::cluster_route::Router;
 use crate::keys::slot_of;
 
 /// How often the slot map is read: detection within about this, plus the re-verification.
@@ -45,9 +46,9 @@ impl Drop for ClusterWatch {
 
 impl ClusterWatch {
     /// Starts watching the slot map through `conn`.
-    pub(crate) fn start(conn: ClusterConnection) -> ClusterWatch {
+    pub(crate) fn start(router: Arc<Router>) -> ClusterWatch {
         let changed = Arc::new(Notify::new());
-        let task = tokio::spawn(watch(conn, changed.clone()));
+        let task = tokio::spawn(watch(router, changed.clone()));
         ClusterWatch { changed, task }
     }
 
@@ -57,15 +58,18 @@ impl ClusterWatch {
     }
 }
 
-async fn watch(mut conn: ClusterConnection, changed: Arc<Notify>) {
+async fn watch(router: Arc<Router>, changed: Arc<Notify>) {
+    let mut conn = router.fallback();
     let mut known: Option<SlotMap> = None;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(now) = slot_map(&mut conn).await else {
+        let Some((now, reply)) = slot_map(&mut conn).await else {
             continue;
         };
+        // The lock scripts' own routing follows the same map.
+        router.install(&reply);
         let moved = match &known {
             Some(before) => changed_ranges(before, &now),
             None => Vec::new(),
@@ -85,7 +89,7 @@ async fn watch(mut conn: ClusterConnection, changed: Arc<Notify>) {
 
 /// `CLUSTER SLOTS` from one node, read into a [`SlotMap`]; `None` on an error or an empty map
 /// (a node that lost its view of the cluster).
-async fn slot_map(conn: &mut ClusterConnection) -> Option<SlotMap> {
+async fn slot_map(conn: &mut ClusterConnection) -> Option<(SlotMap, Value)> {
     let mut cmd = redis::cmd("CLUSTER");
     cmd.arg("SLOTS");
     let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
@@ -94,7 +98,7 @@ async fn slot_map(conn: &mut ClusterConnection) -> Option<SlotMap> {
         .ok()?
         .ok()?;
     let map = parse_slots(&reply);
-    (!map.is_empty()).then_some(map)
+    (!map.is_empty()).then_some((map, reply))
 }
 
 /// The ranges of a `CLUSTER SLOTS` reply: `[start, end, [ip, port, id, ...], replicas...]`.

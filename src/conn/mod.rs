@@ -10,19 +10,20 @@
 //!
 //! `mod.rs` the handle and how a command travels; `open` connecting from the endpoints;
 //! `replicas` replica sync (`WAIT`/`WAITAOF`, refusals, shortfalls); `naming` connection names;
-//! `sentinel` the master found through Sentinel; `cluster_watch` the slot map watched for a
-//! new master (failover awareness on a cluster); `batch` group commit.
+//! `sentinel` the master found through Sentinel; `cluster_route` lock scripts routed by slot to
+//! one connection per cluster master; `cluster_watch` the slot map watched for a new master
+//! (failover awareness on a cluster); `batch` group commit.
 
 use std::sync::Arc;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::AofSync;
 use crate::error::LockError;
 
 mod batch;
+mod cluster_route;
 mod cluster_watch;
 mod naming;
 mod open;
@@ -35,6 +36,7 @@ pub(crate) use replicas::Shortfall;
 pub(crate) use sentinel::SentinelConn;
 
 use batch::{Batcher, Entry};
+use cluster_route::Router;
 use cluster_watch::ClusterWatch;
 use replicas::{is_script, Refusals, ReplicaCounts};
 
@@ -62,7 +64,7 @@ pub(crate) struct Conn {
 #[derive(Clone)]
 enum Kind {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<Router>),
     Sentinel(Arc<SentinelConn>),
 }
 
@@ -70,6 +72,12 @@ impl Conn {
     /// Group-commit counters: batches sent and the operations they carried.
     pub(crate) fn batch_counts(&self) -> (u64, u64) {
         self.batch.as_ref().map_or((0, 0), |b| b.counts())
+    }
+
+    /// On a cluster: pipelines sent to one master, the commands they carried, and the
+    /// redirections followed (`cluster_route`).
+    pub(crate) fn cluster_counts(&self) -> (u64, u64, u64) {
+        self.router().map_or((0, 0, 0), |r| r.counts())
     }
 
     /// Group-commit operations queued now, waiting for a flight.
@@ -184,6 +192,14 @@ impl Conn {
         }
     }
 
+    /// The cluster's script router (`cluster_route`), on a cluster.
+    fn router(&self) -> Option<Arc<Router>> {
+        match &self.kind {
+            Kind::Cluster(r) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
     /// Whether this is a Redis Cluster connection.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.kind, Kind::Cluster(_))
@@ -201,7 +217,7 @@ impl Conn {
     async fn unnamed(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         match &mut self.kind {
             Kind::Single(c) => c.req_packed_command(cmd).await,
-            Kind::Cluster(c) => c.req_packed_command(cmd).await,
+            Kind::Cluster(r) => r.request(cmd).await,
             Kind::Sentinel(s) => s.clone().request(cmd).await,
         }
     }
@@ -224,7 +240,7 @@ impl Conn {
         self.name_if_due().await;
         let r = match &mut self.kind {
             Kind::Single(c) => c.req_packed_commands(pipe, offset, count).await,
-            Kind::Cluster(c) => c.req_packed_commands(pipe, offset, count).await,
+            Kind::Cluster(r) => r.pipeline(pipe, offset, count).await,
             Kind::Sentinel(s) => s.clone().request_pipeline(pipe, offset, count).await,
         };
         self.naming.after(&r);
@@ -237,7 +253,13 @@ struct Unnamed<'a>(&'a mut Conn);
 
 impl ConnectionLike for Unnamed<'_> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(self.0.unnamed(cmd))
+        Box::pin(async move {
+            // A cluster's own node connections (`cluster_route`) are named too.
+            if let Kind::Cluster(r) = &self.0.kind {
+                r.to_every_node(cmd).await;
+            }
+            self.0.unnamed(cmd).await
+        })
     }
 
     fn req_packed_commands<'a>(

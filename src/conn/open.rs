@@ -11,6 +11,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 
 use super::batch::Batcher;
+use super::cluster_route::Router;
 use super::cluster_watch::ClusterWatch;
 use super::naming::Naming;
 use super::replicas::{Refusals, ReplicaCounts};
@@ -27,10 +28,20 @@ impl Conn {
         config: &Config,
         name: String,
     ) -> Result<Conn, LockError> {
+        let naming = Arc::new(Naming::new(name));
         let kind = match config.topology() {
             Topology::Single { .. } => Kind::Single(manager(endpoints.client()?, config).await?),
             Topology::Cluster { .. } => {
-                Kind::Cluster(cluster_connection(endpoints, config, None).await?)
+                let fallback = cluster_connection(endpoints, config, None).await?;
+                let router = Router::new(
+                    endpoints,
+                    fallback,
+                    node_config(config),
+                    reply_timeout(config),
+                    naming.clone(),
+                )
+                .await;
+                Kind::Cluster(Arc::new(router))
             }
             Topology::Sentinel { .. } => {
                 let (resolver, sentinels) = endpoints.sentinel_parts().await?;
@@ -58,8 +69,8 @@ impl Conn {
             })
         });
         let cluster_watch = match &kind {
-            Kind::Cluster(c) if config.failover_awareness() => {
-                Some(Arc::new(ClusterWatch::start(c.clone())))
+            Kind::Cluster(r) if config.failover_awareness() => {
+                Some(Arc::new(ClusterWatch::start(r.clone())))
             }
             _ => None,
         };
@@ -71,7 +82,7 @@ impl Conn {
             synced: false,
             shortfall: None,
             batch: None,
-            naming: Arc::new(Naming::new(name)),
+            naming,
             cluster_watch,
         };
         if config.batching() {
@@ -86,17 +97,23 @@ fn reply_timeout(config: &Config) -> Duration {
     config.response_timeout() + config.replica_sync().unwrap_or(Duration::ZERO)
 }
 
+/// The settings of a connection manager: standalone, the master a sentinel named, or one
+/// cluster master (`conn/cluster_route.rs`).
+fn node_config(config: &Config) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(reply_timeout(config)))
+        .set_connection_timeout(Some(config.connection_timeout()))
+        .set_number_of_retries(config.retry_attempts() as usize)
+        .set_min_delay(config.retry_delay())
+        .set_max_delay(crate::config::MAX_RETRY_DELAY)
+}
+
 /// A connection manager for `client` (standalone, or the master a sentinel named).
 pub(super) async fn manager(
     client: redis::Client,
     config: &Config,
 ) -> Result<ConnectionManager, LockError> {
-    let manager_config = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(reply_timeout(config)))
-        .set_connection_timeout(Some(config.connection_timeout()))
-        .set_number_of_retries(config.retry_attempts() as usize)
-        .set_min_delay(config.retry_delay())
-        .set_max_delay(crate::config::MAX_RETRY_DELAY);
+    let manager_config = node_config(config);
     // The first connection fails fast: one connection timeout at most, no retries.
     let first = tokio::time::timeout(
         config.connection_timeout(),

@@ -112,7 +112,9 @@ impl Conn {
             Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
                 Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,
                 _ => {
-                    let n = self.connected_replicas(slot).await?;
+                    let n = self
+                        .connected_replicas(slot, super::cluster_route::script_slot(cmd))
+                        .await?;
                     sync.replicas.insert(slot, (n, Instant::now()));
                     n
                 }
@@ -224,17 +226,22 @@ impl Conn {
     }
 
     /// `connected_slaves` of the master serving `slot` (`INFO replication`).
-    async fn connected_replicas(&mut self, slot: Slot) -> RedisResult<i64> {
+    /// `number`: the same slot as a number, for the cluster's own routing (`cluster_route`).
+    async fn connected_replicas(&mut self, slot: Slot, number: Option<u16>) -> RedisResult<i64> {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("replication");
         let info = match &mut self.kind {
-            Kind::Cluster(c) => {
+            Kind::Cluster(r) if number.is_some() => {
+                r.on_master(number.unwrap_or_default(), &cmd).await?
+            }
+            Kind::Cluster(r) => {
                 let route = Route::with_slot(slot, SlotAddr::Master);
-                c.route_command(
-                    cmd,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                )
-                .await?
+                r.fallback()
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?
             }
             _ => self.raw(&cmd).await?,
         };

@@ -27,6 +27,7 @@ mod sentinel;
 /// Public only for the operator CLI (its own per-node and push connections); not part of the
 /// crate's API.
 #[doc(hidden)]
+#[derive(Clone)]
 pub struct Endpoints {
     nodes: Nodes,
     tls: Tls,
@@ -40,6 +41,7 @@ pub struct Endpoints {
     sentinel_auth: Option<SentinelAuth>,
 }
 
+#[derive(Clone)]
 enum Nodes {
     Single(ConnectionInfo),
     Cluster(Vec<ConnectionInfo>),
@@ -149,6 +151,34 @@ impl Endpoints {
         };
         let info = check(info, &shown, &self.tls)?;
         self.client_at(info)
+    }
+
+    /// A client for one cluster node at `host:port` (an address from the cluster's slot map),
+    /// with the first seed's credentials and this deployment's TLS settings.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidArgument`] outside cluster mode; as [`Endpoints::new`].
+    pub(crate) fn cluster_node_client(&self, host: &str, port: u16) -> Result<redis::Client> {
+        let Nodes::Cluster(infos) = &self.nodes else {
+            return Err(LockError::InvalidArgument(
+                "a cluster node client needs a cluster configuration",
+            ));
+        };
+        let seed = infos
+            .first()
+            .ok_or(LockError::InvalidArgument("no URL in the configuration"))?;
+        let host = host.to_owned();
+        let addr = match seed.addr() {
+            ConnectionAddr::TcpTls { .. } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: false,
+                tls_params: None,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        self.client_at(seed.clone().set_addr(addr))
     }
 
     /// A client for `info` (checked), TLS applied.

@@ -98,7 +98,7 @@ impl<K: LockKind> Lock<K> {
             // The release's own message wakes one waiter per client, ours included: waking a
             // local waiter directly as well cost a wasted try per release, and waking only
             // directly let the releasing task win its lock back in ~45 % of handoffs against
-            // ~15 % when the message wakes (docs/benchmarks.md, experiments C and D).
+            // ~15 % when the message wakes (benches/results/HISTORY.md, experiments C and D).
             Ok(r) => Ok(r),
             Err(reply) => Err(LockError::UnexpectedReply {
                 key: self.name().to_owned(),

@@ -3,7 +3,7 @@
 //! redis-rs's `ScriptInvocation` keeps every key and argument in a `Vec<u8>` of its own and
 //! copies them all into a fresh command on each invocation; a lock cycle sends two scripts of
 //! four to seven arguments each, so that was a dozen allocations and two copies per script on
-//! the hot path (docs/benchmarks.md, "where the client's time goes"). A `Call` writes each
+//! the hot path (benches/results/HISTORY.md, "where the client's time goes"). A `Call` writes each
 //! argument once, straight into the command's buffer.
 
 use redis::aio::ConnectionLike;

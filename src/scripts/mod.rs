@@ -149,7 +149,7 @@ fn batch_source() -> String {
 /// A script body with every `KEYS[n]` read as `KEYS[k + n]` and every `ARGV[n]` as
 /// `ARGV[a + n]`: inside the batch, an operation's keys and arguments are read in place from
 /// the batch call's own (measured: copying them into tables of its own cost more server time
-/// per operation than the script call the batch saves; docs/benchmarks.md). Every batched
+/// per operation than the script call the batch saves; benches/results/HISTORY.md). Every batched
 /// script reads its keys and arguments only by literal index, which a unit test checks.
 fn at_offsets(body: &str) -> String {
     [("KEYS[", "k + "), ("ARGV[", "a + ")].into_iter().fold(

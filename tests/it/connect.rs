@@ -73,7 +73,7 @@ async fn an_unreachable_server_is_a_connection_error() {
 }
 
 /// `connect` loads the scripts, so a burst of first calls does not each meet `NOSCRIPT` and
-/// load the script itself (docs/benchmarks.md, many waiters).
+/// load the script itself (benches/results/HISTORY.md, many waiters).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_loads_the_scripts() {
     let server = TestServer::start();

@@ -22,6 +22,7 @@ mod cli;
 mod clock_steps;
 mod clocks;
 mod cluster;
+mod cluster_route;
 mod connect;
 mod count_down_latch;
 mod failover_aware;

@@ -10,6 +10,7 @@ mod contention;
 mod fair;
 mod fenced_multi;
 mod force;
+mod holders;
 mod leases;
 mod non_reentrant;
 mod permit_extras;
@@ -27,7 +28,6 @@ mod topologies;
 mod wakeups;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,12 +46,7 @@ const READY: Duration = Duration::from_secs(60);
 /// How long any one command may take before the test fails (a generous bound, never a hang).
 const CALL: Duration = Duration::from_secs(120);
 
-/// Where the peer jars are: `$REDISSON_PEER_DIR`, default `<repo>/interop/java/target`.
-pub fn peer_dir() -> PathBuf {
-    std::env::var_os("REDISSON_PEER_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/java/target"))
-}
+pub use crate::support::checker::{java_command, peer_dir, HOLDER_MAIN};
 
 /// The Redisson versions whose peer jar exists (every pinned one, or the test fails).
 pub fn peer_versions() -> Vec<String> {
@@ -138,15 +133,7 @@ impl JavaPeer {
         extra: &[&str],
     ) -> JavaPeer {
         let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
-        let mut cmd = Command::new("java");
-        cmd.args([
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Xss512k",
-            "-Xmx256m",
-            "-jar",
-        ])
-        .arg(&jar);
+        let mut cmd = Command::from(java_command(version, None));
         match &target {
             PeerTarget::Single(url) => {
                 cmd.args(["--mode", "single", "--address", &redisson_url(url)]);

@@ -72,6 +72,47 @@ pub fn holder_bin() -> PathBuf {
     .clone()
 }
 
+/// Where the Java peer jars are (`scripts/ensure-java` builds them): `$REDISSON_PEER_DIR`,
+/// default `<repo>/interop/java/target`.
+pub fn peer_dir() -> PathBuf {
+    std::env::var_os("REDISSON_PEER_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("interop/java/target"))
+}
+
+/// The main class of the Java holder (the twin of `tests/holder`) in the peer jar.
+pub const HOLDER_MAIN: &str = "io.redissonlock.peer.Holder";
+
+/// `java <flags>` running the peer jar of Redisson `version`: its default main class (the
+/// peer of the Java tier), or `main` from the same jar (e.g. [`HOLDER_MAIN`]). The flags make
+/// a small, quick-starting JVM.
+pub fn java_command(version: &str, main: Option<&str>) -> Command {
+    let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
+    let mut cmd = Command::new("java");
+    cmd.args([
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Xss512k",
+        "-Xmx256m",
+    ]);
+    match main {
+        None => cmd.arg("-jar").arg(&jar),
+        Some(class) => cmd.arg("-cp").arg(&jar).arg(class),
+    };
+    cmd
+}
+
+/// Which holder program runs: the Rust one (`tests/holder`) or the Java one
+/// (`io.redissonlock.peer.Holder` in the Redisson peer jar of that version), with the same flags
+/// and history lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Lang {
+    #[default]
+    Rust,
+    /// Real Redisson of this version (a peer jar in [`peer_dir`]).
+    Java(String),
+}
+
 /// Options of one holder process (see `tests/holder/src/main.rs`).
 #[derive(Clone, Debug)]
 pub struct HolderSpec {
@@ -95,6 +136,8 @@ pub struct HolderSpec {
     pub urls: Vec<String>,
     /// Extra environment (e.g. libfaketime's `LD_PRELOAD` and `FAKETIME`).
     pub env: Vec<(String, String)>,
+    /// The holder's language (default Rust).
+    pub lang: Lang,
 }
 
 impl HolderSpec {
@@ -117,6 +160,7 @@ impl HolderSpec {
             fair_wait_ms: 5000,
             urls: Vec::new(),
             env: Vec::new(),
+            lang: Lang::Rust,
         }
     }
 }
@@ -129,7 +173,10 @@ pub struct Holder {
 
 impl Holder {
     pub fn spawn(spec: &HolderSpec, history: PathBuf) -> Holder {
-        let mut cmd = Command::new(holder_bin());
+        let mut cmd = match &spec.lang {
+            Lang::Rust => Command::new(holder_bin()),
+            Lang::Java(v) => java_command(v, Some(HOLDER_MAIN)),
+        };
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
         let mut arg = |k: &str, v: String| {
             cmd.arg(format!("--{k}")).arg(v);
