@@ -409,7 +409,15 @@ pub async fn sentinel_round(
                     .iter()
                     .all(|g| acquired_since(&of_group(g), &g.lock, last))
             });
-            assert!(retaken, "every lock is taken again after the last switch");
+            let stuck: Vec<&str> = groups
+                .iter()
+                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
+                .map(|g| g.lock.as_str())
+                .collect();
+            assert!(
+                retaken,
+                "every lock is taken again after the last switch: not {stuck:?}"
+            );
         }
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();
@@ -572,7 +580,15 @@ pub async fn cluster_round(
                     .iter()
                     .all(|g| acquired_since(&of_group(g), &g.lock, last))
             });
-            assert!(retaken, "every lock is taken again after the last switch");
+            let stuck: Vec<&str> = groups
+                .iter()
+                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
+                .map(|g| g.lock.as_str())
+                .collect();
+            assert!(
+                retaken,
+                "every lock is taken again after the last switch: not {stuck:?}"
+            );
         }
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();

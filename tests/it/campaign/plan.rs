@@ -5,35 +5,51 @@
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::support::checker::HolderSpec;
+use crate::support::checker::{self, HolderSpec};
 
-/// The language of a round's holder processes. Java holders (the Java peer's holder mode, the
-/// same command line and history) join as a second arm that sets the spec's language.
+/// The language of a holder process: the Rust holder (`tests/holder`) or the Java one (the
+/// Java peer's `io.redissonlock.peer.Holder`, real Redisson of a pinned version; the same
+/// command line and history).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Lang {
     Rust,
+    /// Redisson 4.7.0.
+    Java4,
+    /// Redisson 3.52.0.
+    Java3,
 }
 
 impl Lang {
     pub fn name(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
+            Lang::Java4 => "java-4.7.0",
+            Lang::Java3 => "java-3.52.0",
         }
     }
 
     /// Makes `spec` a holder of this language (and applies a break meant for it).
     pub fn apply(self, spec: &mut HolderSpec, brk: Break) {
-        match self {
-            // `Break::JavaNoRenew` is for Java holders only: a Rust holder ignores it.
-            Lang::Rust => {
-                let _ = (spec, brk);
-            }
+        let version = match self {
+            Lang::Rust => return,
+            Lang::Java4 => "4.7.0",
+            Lang::Java3 => "3.52.0",
+        };
+        spec.lang = checker::Lang::Java(version.to_owned());
+        if brk == Break::JavaNoRenew {
+            // A fixed lease shorter than the hold instead of the watchdog's renewals.
+            spec.lease_ms = super::nemesis::LEASE_MS;
         }
     }
 
-    /// The languages a schedule draws from.
+    /// The languages a schedule draws from: Rust and both Java versions, or Rust alone where
+    /// `REDISSON_LOCK_NO_JAVA` is set (`scripts/test --no-java`: no JDK, no peer jars).
     pub fn all() -> &'static [Lang] {
-        &[Lang::Rust]
+        if std::env::var_os("REDISSON_LOCK_NO_JAVA").is_some() {
+            &[Lang::Rust]
+        } else {
+            &[Lang::Rust, Lang::Java4, Lang::Java3]
+        }
     }
 }
 
@@ -384,9 +400,24 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 .collect();
             let kind = kinds[rng.random_range(0..kinds.len())];
             let langs = Lang::all();
-            let lang = langs[rng.random_range(0..langs.len())];
+            // Rust for half the rounds, a Java version for the rest.
+            let mut lang = if langs.len() > 1 && rng.random_bool(0.5) {
+                langs[rng.random_range(1..langs.len())]
+            } else {
+                Lang::Rust
+            };
             // Half the rounds mix the languages on one lock (where there are two).
-            let mixed = langs.len() > 1 && rng.random_bool(0.5);
+            let mut mixed = langs.len() > 1 && rng.random_bool(0.5);
+            match class {
+                // The Java holder speaks neither --sentinels nor --cluster.
+                FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
+                    (lang, mixed) = (Lang::Rust, false)
+                }
+                // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
+                // write its history on the faked clock.
+                FaultClass::Clock(_) => lang = Lang::Rust,
+                _ => {}
+            }
             let holders = rng.random_range(3..=4);
             // The rounds with their own topology have their own fleet sizes.
             let holders = match class {
