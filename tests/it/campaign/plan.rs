@@ -436,6 +436,9 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 // A failover round runs its switches, not a clock: about a minute.
                 secs: match class {
                     FaultClass::SentinelFailover | FaultClass::ClusterFailover => secs.max(60),
+                    // JVMs starting in namespaces while links go down: give the holders time
+                    // to take a few holds (a 7 s round of Java holders took 2 under load).
+                    FaultClass::Partition => secs.max(12),
                     _ => secs,
                 },
                 // Mostly the class, with idle gaps between.
