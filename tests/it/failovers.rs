@@ -60,6 +60,9 @@ pub struct GroupSpec {
     pub sync: bool,
     /// `rust` (the `tests/holder` process).
     pub lang: &'static str,
+    /// A break, on purpose: the holders run without failover awareness while the checks still
+    /// hold the group to `aware` (the campaign's `CAMPAIGN_BREAK=awareness-off`).
+    pub holders_blind: bool,
 }
 
 impl GroupSpec {
@@ -70,6 +73,7 @@ impl GroupSpec {
             aware,
             sync,
             lang,
+            holders_blind: false,
         }
     }
 }
@@ -179,7 +183,14 @@ fn spawn_holder(
             "--kind",
             "fenced",
         ])
-        .args(["--failover-aware", if spec.aware { "1" } else { "0" }])
+        .args([
+            "--failover-aware",
+            if spec.aware && !spec.holders_blind {
+                "1"
+            } else {
+                "0"
+            },
+        ])
         .args(["--replica-sync", if spec.sync { "1000" } else { "0" }])
         .arg("--stop-file")
         .arg(stop);
@@ -194,6 +205,40 @@ fn someone_holds(histories: &[PathBuf], lock: &str) -> bool {
             .rfind(|e| e.get("lock") == Some(lock) && e.kind != "lost")
             .is_some_and(|e| e.kind == "acquired" || e.kind == "read")
     })
+}
+
+/// Whether any of `histories` acquired `lock` after `since`.
+fn acquired_since(histories: &[PathBuf], lock: &str, since: u64) -> bool {
+    histories.iter().any(|h| {
+        read_events(h).iter().any(|e| {
+            e.kind == "acquired" && e.get("lock") == Some(lock) && e.num("start") > Some(since)
+        })
+    })
+}
+
+/// Waits up to `within` for `done`, calling `kick` every `every` while it is not: a failover
+/// or a resync the servers gave up on (an election that timed out on a loaded machine, a
+/// manual failover aborted after its 5 s) is asked for again instead of waited out.
+fn drive_until(
+    within: Duration,
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+    mut kick: impl FnMut(),
+) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        if wait_until(every.min(left), &mut done) {
+            return true;
+        }
+        if Instant::now() < deadline {
+            eprintln!("failovers: not there after {every:?}: asking again");
+            kick();
+        }
+    }
 }
 
 fn role_is_master(node: &Node) -> bool {
@@ -307,14 +352,19 @@ pub async fn sentinel_round(
             // The sentinels reconfigure a demoted master as a replica of the new one by
             // themselves, but on a loaded machine that took longer than 30 s (seen in a full
             // run): after 10 s, do what they would, then wait for the sync.
-            let synced = wait_until(Duration::from_secs(10), || replica_in_sync(replica)) || {
-                let mut c = replica.conn();
-                let _: redis::RedisResult<()> = redis::cmd("REPLICAOF")
-                    .arg("127.0.0.1")
-                    .arg(master.port)
-                    .query(&mut c);
-                wait_until(Duration::from_secs(30), || replica_in_sync(replica))
-            };
+            let master_port = master.port;
+            let synced = drive_until(
+                Duration::from_secs(60),
+                Duration::from_secs(10),
+                || replica_in_sync(replica),
+                || {
+                    let mut c = replica.conn();
+                    let _: redis::RedisResult<()> = redis::cmd("REPLICAOF")
+                        .arg("127.0.0.1")
+                        .arg(master_port)
+                        .query(&mut c);
+                },
+            );
             assert!(synced, "the replica syncs before the {kind}");
             if kind == "sentinel-kill" {
                 // The sentinels start no failover of a master within twice the failover
@@ -359,7 +409,23 @@ pub async fn sentinel_round(
                 }
                 other => panic!("{other}: not a Sentinel fault"),
             }
-            let promoted = wait_until(Duration::from_secs(30), || role_is_master(replica));
+            // A failover the sentinels gave up on (their election timed out under load) is
+            // asked for again; after a kill they try again by themselves.
+            let promoted = drive_until(
+                Duration::from_secs(60),
+                Duration::from_secs(10),
+                || role_is_master(replica),
+                || {
+                    if kind == "sentinel-failover" {
+                        if let Ok(mut c) = s_try_conn(&addrs[0]) {
+                            let _: redis::RedisResult<()> = redis::cmd("SENTINEL")
+                                .arg("FAILOVER")
+                                .arg(MASTER_NAME)
+                                .query(&mut c);
+                        }
+                    }
+                },
+            );
             assert!(promoted, "the replica was promoted after the {kind}");
             let fault = Fault::new(kind, None, start, !off.is_empty());
             let at = fault.end;
@@ -370,14 +436,10 @@ pub async fn sentinel_round(
             faults.push(fault);
             wiped.push(wiped_at);
             if kind == "sentinel-kill" {
-                // Back, empty, as a replica of the new master (the sentinels would wait 8 s).
-                master.restart();
-                let mut c = master.conn();
-                let _: () = redis::cmd("REPLICAOF")
-                    .arg("127.0.0.1")
-                    .arg(replica.port)
-                    .query(&mut c)
-                    .unwrap();
+                // Back, empty, as a replica of the new master from its first instant (the
+                // sentinels would convert it only after 8 s; restarted as a master it would
+                // take the locks of clients that still resolve to it meanwhile).
+                master.restart_as_replica_of(replica.port);
             }
             master_is_replica_node = !master_is_replica_node;
             // The aware groups tell at once; wait for them (and the blind ones, bounded).
@@ -388,6 +450,33 @@ pub async fn sentinel_round(
         // Every hold the last switch cost is told (without awareness: at the next renewal).
         if wiped.last().is_some_and(|&w| w != 0) {
             wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
+        }
+        // And every lock is taken again after the last switch (a hold that survived it ends
+        // first): the rounds measure the retake and see the lock moving.
+        if let Some(last) = faults.last().map(|f: &Fault| f.end) {
+            let retaken = wait_until(Duration::from_secs(30), || {
+                groups
+                    .iter()
+                    .all(|g| acquired_since(&of_group(g), &g.lock, last))
+            });
+            let stuck: Vec<&str> = groups
+                .iter()
+                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
+                .map(|g| g.lock.as_str())
+                .collect();
+            if !retaken {
+                let tails: Vec<String> = groups
+                    .iter()
+                    .filter(|g| stuck.contains(&g.lock.as_str()))
+                    .flat_map(of_group)
+                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "every lock is taken again after the last switch: not {stuck:?} \
+                     (last switch at {last}); their holders' histories:\n{}",
+                    tails.join("\n--\n")
+                );
+            }
         }
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();
@@ -484,12 +573,19 @@ pub async fn cluster_round(
                 groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
             });
             assert!(held, "every group holds before the {kind}");
-            assert!(
-                wait_until(Duration::from_secs(30), || replica_in_sync(
-                    &cluster.nodes[r]
-                )),
-                "the replica syncs before the {kind}"
+            let master_id = node_id(&cluster.nodes[m]);
+            let synced = drive_until(
+                Duration::from_secs(60),
+                Duration::from_secs(10),
+                || replica_in_sync(&cluster.nodes[r]),
+                || {
+                    let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                        .arg("REPLICATE")
+                        .arg(&master_id)
+                        .query(&mut cluster.nodes[r].conn());
+                },
             );
+            assert!(synced, "the replica syncs before the {kind}");
             // The holds seen have replicated before the wipe (see SETTLE_NS).
             std::thread::sleep(Duration::from_millis(
                 SETTLE_NS / 1_000_000 + rng.random_range(0..300),
@@ -507,20 +603,30 @@ pub async fn cluster_round(
                 "cluster-kill" => None,
                 other => panic!("{other}: not a Cluster fault"),
             };
-            match mode {
-                Some(how) => {
-                    let mut cmd = redis::cmd("CLUSTER");
-                    cmd.arg("FAILOVER");
-                    if let Some(how) = how {
-                        cmd.arg(how);
-                    }
-                    let _: () = cmd.query(&mut cluster.nodes[r].conn()).unwrap();
+            let ask = |node: &Node| {
+                let mut cmd = redis::cmd("CLUSTER");
+                cmd.arg("FAILOVER");
+                if let Some(Some(how)) = mode {
+                    cmd.arg(how);
                 }
+                cmd.query::<()>(&mut node.conn())
+            };
+            match mode {
+                Some(_) => ask(&cluster.nodes[r]).unwrap(),
                 None => cluster.nodes[m].kill(),
             }
-            let promoted = wait_until(Duration::from_secs(30), || {
-                role_is_master(&cluster.nodes[r])
-            });
+            // A manual failover aborts after 5 s without its election won (a loaded machine):
+            // asked for again; after a kill the replica tries again by itself.
+            let promoted = drive_until(
+                Duration::from_secs(60),
+                Duration::from_secs(10),
+                || role_is_master(&cluster.nodes[r]),
+                || {
+                    if mode.is_some() {
+                        let _ = ask(&cluster.nodes[r]);
+                    }
+                },
+            );
             assert!(promoted, "the replica was promoted after the {kind}");
             let fault = Fault::new(kind, None, start, wiped_at != 0);
             eprintln!(
@@ -541,6 +647,33 @@ pub async fn cluster_round(
         // Every hold the last switch cost is told (without awareness: at the next renewal).
         if wiped.last().is_some_and(|&w| w != 0) {
             wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
+        }
+        // And every lock is taken again after the last switch (a hold that survived it ends
+        // first): the rounds measure the retake and see the lock moving.
+        if let Some(last) = faults.last().map(|f: &Fault| f.end) {
+            let retaken = wait_until(Duration::from_secs(30), || {
+                groups
+                    .iter()
+                    .all(|g| acquired_since(&of_group(g), &g.lock, last))
+            });
+            let stuck: Vec<&str> = groups
+                .iter()
+                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
+                .map(|g| g.lock.as_str())
+                .collect();
+            if !retaken {
+                let tails: Vec<String> = groups
+                    .iter()
+                    .filter(|g| stuck.contains(&g.lock.as_str()))
+                    .flat_map(of_group)
+                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "every lock is taken again after the last switch: not {stuck:?} \
+                     (last switch at {last}); their holders' histories:\n{}",
+                    tails.join("\n--\n")
+                );
+            }
         }
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();
@@ -584,6 +717,14 @@ pub fn figure(ms: &[u64]) -> String {
 /// was reported lost, each within [`AWARE_BOUND`] of the switch. Groups without awareness are
 /// the "before" figure: printed, not held to those two.
 pub fn assert_round(label: &str, out: &FailoverOutcome) {
+    let v = round_violations(label, out);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+}
+
+/// What [`assert_round`] asserts, as a list of what did not hold (empty: the round passed),
+/// for the tests and the campaign; prints the round first.
+pub fn round_violations(label: &str, out: &FailoverOutcome) -> Vec<String> {
+    let mut v = Vec::new();
     for (f, w) in out.faults.iter().zip(&out.wiped_at) {
         let wiped = if *w == 0 { "no" } else { "yes" };
         eprintln!("{label}: fault {} at {} (wiped {wiped})", f.kind, f.end);
@@ -612,38 +753,45 @@ pub fn assert_round(label: &str, out: &FailoverOutcome) {
     for g in &out.groups {
         let ctx = format!("{label} lock {} (FAILOVER_SEED={})", g.spec.lock, out.seed);
         let r = &g.report;
-        assert!(r.fencing_errors.is_empty(), "{ctx}: {:?}", r.fencing_errors);
-        assert!(
-            g.unexplained_overlaps.is_empty(),
-            "{ctx}: unexplained overlaps (pid, start) {:?}\n{:#?}",
-            g.unexplained_overlaps,
-            g.histories
-        );
+        if !r.fencing_errors.is_empty() {
+            v.push(format!("{ctx}: {:?}", r.fencing_errors));
+        }
+        if !g.unexplained_overlaps.is_empty() {
+            v.push(format!(
+                "{ctx}: unexplained overlaps (pid, start) {:?}\n{:#?}",
+                g.unexplained_overlaps, g.histories
+            ));
+        }
         let unexplained = r.unexplained_lost(&out.faults);
-        assert!(
-            unexplained.is_empty(),
-            "{ctx}: holds lost with no fault to explain it: {unexplained:?}\n{:#?}",
-            g.histories
-        );
-        assert!(r.holds.len() >= 2, "{ctx}: progress");
-        if !g.spec.sync {
-            assert!(!g.affected.is_empty(), "{ctx}: the switches hit a hold");
+        if !unexplained.is_empty() {
+            v.push(format!(
+                "{ctx}: holds lost with no fault to explain it: {unexplained:?}\n{:#?}",
+                g.histories
+            ));
+        }
+        if r.holds.len() < 2 {
+            v.push(format!("{ctx}: progress: {} holds", r.holds.len()));
+        }
+        if !g.spec.sync && g.affected.is_empty() {
+            v.push(format!("{ctx}: the switches hit no hold"));
         }
         if g.spec.aware {
-            assert!(
-                g.unreported.is_empty(),
-                "{ctx}: holds lost in a switch but never reported lost: {:?}\n{:#?}",
-                g.unreported,
-                g.histories
-            );
+            if !g.unreported.is_empty() {
+                v.push(format!(
+                    "{ctx}: holds lost in a switch but never reported lost: {:?}\n{:#?}",
+                    g.unreported, g.histories
+                ));
+            }
             let bound = AWARE_BOUND.as_millis() as u64;
-            assert!(
-                g.detect_ms.iter().all(|&d| d <= bound),
-                "{ctx}: lost told later than {bound} ms after a switch: {:?}",
-                g.detect_ms
-            );
+            if !g.detect_ms.iter().all(|&d| d <= bound) {
+                v.push(format!(
+                    "{ctx}: lost told later than {bound} ms after a switch: {:?}",
+                    g.detect_ms
+                ));
+            }
         }
     }
+    v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -667,6 +815,19 @@ async fn cluster_switches_are_told_at_once_and_nothing_unexplained_overlaps() {
     ];
     let out = cluster_round(seed, &groups, &plan(seed, &CLUSTER_FAULTS)).await;
     assert_round("cluster", &out);
+}
+
+fn s_try_conn(addr: &str) -> redis::RedisResult<redis::Connection> {
+    redis::Client::open(format!("redis://{addr}/"))?
+        .get_connection_with_timeout(Duration::from_secs(2))
+}
+
+/// A cluster node's id (`CLUSTER MYID`).
+fn node_id(node: &Node) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut node.conn())
+        .unwrap()
 }
 
 fn s_conn(addr: &str) -> redis::Connection {

@@ -26,9 +26,7 @@ mod cluster_route;
 mod connect;
 mod count_down_latch;
 mod failover_aware;
-// failovers.rs (Sentinel and Cluster failover rounds) is out of the suite until its Sentinel round
-// stops failing under load (2 of 6 full runs): see the closing note; run it by adding it back.
-// mod failovers;
+mod failovers;
 mod fair_linger;
 mod fair_lock;
 mod fault_holders;

@@ -314,6 +314,19 @@ pub const ROUND_HOLDERS: usize = 3;
 /// time the link was down), and may lose holds: a renewal dropped, retransmitted late or timed
 /// out. Returns the checker's report of the histories and the faults, healed and stopped.
 pub async fn partition_round(seed: u64, secs: u64) -> (checker::Report, Vec<Fault>) {
+    let (report, faults, _) = partition_round_with(seed, secs, |_, _| {}).await;
+    (report, faults)
+}
+
+/// [`partition_round`] with each holder's spec adjusted by `tweak(index, spec)` first (the
+/// campaign sets a holder's language, lock kind, or a break there); also returns the holders'
+/// pids in index order. Fault kinds say whether the cut was short (inside the model) or past
+/// the lease (`..., past the lease`).
+pub async fn partition_round_with(
+    seed: u64,
+    secs: u64,
+    tweak: impl Fn(usize, &mut HolderSpec),
+) -> (checker::Report, Vec<Fault>, Vec<u32>) {
     let mut rng = StdRng::seed_from_u64(seed);
     let net = Net::new();
     let lock_node = net.node("lock");
@@ -341,6 +354,7 @@ pub async fn partition_round(seed: u64, secs: u64) -> (checker::Report, Vec<Faul
         .map(|(i, n)| {
             let mut s = spec.clone();
             s.gap_ms = i as u64 * 3;
+            tweak(i, &mut s);
             n.spawn_holder(&s, history_path(dir.path(), i))
         })
         .collect();
@@ -349,7 +363,8 @@ pub async fn partition_round(seed: u64, secs: u64) -> (checker::Report, Vec<Faul
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(rng.random_range(200..1000))).await;
-        let down = if rng.random_range(0..3u32) == 0 {
+        let long = rng.random_range(0..3u32) == 0;
+        let down = if long {
             Duration::from_millis(rng.random_range(2000..3000))
         } else {
             Duration::from_millis(rng.random_range(100..400))
@@ -361,19 +376,34 @@ pub async fn partition_round(seed: u64, secs: u64) -> (checker::Report, Vec<Faul
                 net.cut(&nodes[victim]);
                 tokio::time::sleep(down).await;
                 net.heal(&nodes[victim]);
-                ("cut holder", Some(holders[victim].pid()))
+                let kind = if long {
+                    "cut holder, past the lease"
+                } else {
+                    "cut holder"
+                };
+                (kind, Some(holders[victim].pid()))
             }
             1 => {
                 net.cut_between(&nodes[victim], &lock_node);
                 tokio::time::sleep(down).await;
                 net.heal_isolation();
-                ("cut holder-lock server", Some(holders[victim].pid()))
+                let kind = if long {
+                    "cut holder-lock server, past the lease"
+                } else {
+                    "cut holder-lock server"
+                };
+                (kind, Some(holders[victim].pid()))
             }
             _ => {
                 net.cut(&lock_node);
                 tokio::time::sleep(down).await;
                 net.heal(&lock_node);
-                ("cut lock server", None)
+                let kind = if long {
+                    "cut lock server, past the lease"
+                } else {
+                    "cut lock server"
+                };
+                (kind, None)
             }
         };
         let mut fault = Fault::new(kind, target, at, true);
@@ -391,7 +421,8 @@ pub async fn partition_round(seed: u64, secs: u64) -> (checker::Report, Vec<Faul
     }
     let histories: Vec<PathBuf> = holders.iter().map(|h| h.history.clone()).collect();
     let report = check(&mut store.conn().await, lock, &histories, &open_ends).await;
-    (report, faults)
+    let pids = holders.iter().map(Holder::pid).collect();
+    (report, faults, pids)
 }
 
 /// A short [`partition_round`] (12 s; `PARTITION_SEED` replays another schedule): no stale

@@ -26,6 +26,14 @@ const CLOCK_OUTSIDE: (u64, u64) = (2000, 1800);
 
 /// Runs `round` (breaking what `brk` says) and checks it.
 pub async fn run_round(round: &Round, brk: Break) -> RoundOutcome {
+    // The classes that bring their own topology run their whole round in one function.
+    match round.class() {
+        FaultClass::Partition => return partition(round, brk).await,
+        FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
+            return failover(round, brk).await
+        }
+        _ => {}
+    }
     let mut rng = StdRng::seed_from_u64(round.seed);
     let mut servers: Vec<TestServer> = (0..round.topology().nodes())
         .map(|_| TestServer::start())
@@ -100,6 +108,10 @@ async fn inject(
         FaultClass::ServerRestart => server_restart(fleet, &mut servers[node], at),
         // A clock is set when its holder starts; the round's pacing goes on meanwhile.
         FaultClass::Clock(_) => fleet.count(FaultClass::Idle),
+        // Whole rounds of their own (see `run_round`), never drawn inside another.
+        FaultClass::Partition | FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
+            fleet.count(FaultClass::Idle)
+        }
     }
 }
 
@@ -131,7 +143,8 @@ fn pick_holding(live: &[Holder], fallback: usize) -> usize {
 /// The holder processes of one round and the faults injected into them so far.
 pub struct Fleet {
     spec: HolderSpec,
-    lang: Lang,
+    /// The round (its holders' languages).
+    round: Round,
     brk: Break,
     clock: Option<Rate>,
     dir: tempfile::TempDir,
@@ -163,16 +176,10 @@ impl Fleet {
         spec.rmw_ms = 2;
         spec.max_secs = round.secs + 60;
         spec.stop_file = Some(stop_file.clone());
-        match brk {
-            // A fixed lease shorter than the hold: what a watchdog that never renews leaves.
-            Break::WatchdogOff => spec.lease_ms = LEASE_MS,
-            Break::FenceEqual => spec.env.push(("HOLDER_FENCE_EQUAL".into(), "1".into())),
-            Break::None | Break::JavaNoRenew => {}
-        }
-        round.lang.apply(&mut spec, brk);
+        apply_break(&mut spec, brk);
         let mut fleet = Fleet {
             spec,
-            lang: round.lang,
+            round: round.clone(),
             brk,
             clock: round.clock(),
             dir,
@@ -197,6 +204,8 @@ impl Fleet {
     fn spawn(&mut self, gap: u64) -> Holder {
         let mut s = self.spec.clone();
         s.gap_ms = gap;
+        let lang = self.round.lang_of(self.next_id);
+        lang.apply(&mut s, self.brk);
         self.next_id += 1;
         if s.kind == "rw" {
             // Writers and readers of one read-write lock, alternately.
@@ -226,7 +235,7 @@ impl Fleet {
             }
         }
         let h = Holder::spawn(&s, history_path(self.dir.path(), self.next_id));
-        self.langs.insert(h.pid(), self.lang);
+        self.langs.insert(h.pid(), lang);
         if skew {
             self.skewed = Some((h.pid(), mono_ns()));
         }
@@ -341,4 +350,117 @@ impl Fleet {
         }
         outcome
     }
+}
+
+/// What `brk` changes in a holder's spec (a break meant for one language is applied by
+/// [`Lang::apply`]).
+fn apply_break(spec: &mut HolderSpec, brk: Break) {
+    match brk {
+        // A fixed lease shorter than the hold: what a watchdog that never renews leaves.
+        Break::WatchdogOff => spec.lease_ms = LEASE_MS,
+        Break::FenceEqual => spec.env.push(("HOLDER_FENCE_EQUAL".into(), "1".into())),
+        Break::None | Break::JavaNoRenew | Break::AwarenessOff => {}
+    }
+}
+
+/// [`FaultClass::Partition`]: the partition round of `partitions.rs` (each holder in its own
+/// namespace, the lock server in another, cuts short and past the lease), its holders of the
+/// round's lock kind and language.
+async fn partition(round: &Round, brk: Break) -> RoundOutcome {
+    let kind = round.kind.name();
+    let langs: Vec<Lang> = (0..crate::partitions::ROUND_HOLDERS)
+        .map(|i| round.lang_of(i))
+        .collect();
+    let tweak = |i: usize, spec: &mut HolderSpec| {
+        spec.kind = kind;
+        spec.fair_wait_ms = 1500;
+        apply_break(spec, brk);
+        langs[i].apply(spec, brk);
+    };
+    let (report, faults, pids) =
+        crate::partitions::partition_round_with(round.seed, round.secs, tweak).await;
+    let mut counts: HashMap<&'static str, u32> = HashMap::new();
+    for f in &faults {
+        *counts.entry(f.kind).or_default() += 1;
+    }
+    let langs = pids.iter().copied().zip(langs.iter().copied()).collect();
+    let mut outcome = RoundOutcome::new(round.clone(), report, faults, counts, langs, Vec::new());
+    if brk != Break::None {
+        outcome.notes.push(format!("break: {brk:?}"));
+    }
+    outcome
+}
+
+/// [`FaultClass::SentinelFailover`] and [`FaultClass::ClusterFailover`]: a failover round of
+/// `failovers.rs` with three groups of holders on their own locks: failover awareness on and
+/// off (the "after" and "before" time-to-detect, measured on the same switches), replica sync
+/// off (a hold wiped from the replica before each switch: outside the model); on Sentinel a
+/// third group with replica sync on (its holds must survive every switch). On a cluster the
+/// groups share one replica sync setting, drawn (on for a third of the rounds). Sentinel: both
+/// faults (`SENTINEL FAILOVER`, the master killed) in a seeded order; Cluster: two of the four
+/// (`CLUSTER FAILOVER`, `FORCE`, `TAKEOVER`, the master killed), drawn.
+async fn failover(round: &Round, brk: Break) -> RoundOutcome {
+    use crate::failovers::{self, GroupSpec, CLUSTER_FAULTS, SENTINEL_FAULTS};
+    let mut rng = StdRng::seed_from_u64(round.seed);
+    let sentinel = round.class() == FaultClass::SentinelFailover;
+    // One language for every group: the before/after comparison is of awareness alone.
+    let lang = |_: usize| round.lang.name();
+    let mut groups = if sentinel {
+        vec![
+            GroupSpec::new("cfo-aware", 2, true, false, lang(0)),
+            GroupSpec::new("cfo-blind", 2, false, false, lang(1)),
+            GroupSpec::new("cfo-synced", 1, true, true, lang(2)),
+        ]
+    } else {
+        let sync = rng.random_range(0..3u32) == 0;
+        vec![
+            GroupSpec::new("{cfo}aware", 2, true, sync, lang(0)),
+            GroupSpec::new("{cfo}blind", 2, false, sync, lang(1)),
+        ]
+    };
+    for g in &mut groups {
+        g.holders_blind = brk == Break::AwarenessOff;
+    }
+    let plan: Vec<&'static str> = if sentinel {
+        failovers::plan(round.seed, &SENTINEL_FAULTS)
+    } else {
+        failovers::plan(round.seed, &CLUSTER_FAULTS)[..2].to_vec()
+    };
+    let (seed, owned) = (round.seed, groups.clone());
+    // A round that cannot run (a switch that never promotes) is a failed round, not a crashed
+    // campaign.
+    let run = tokio::spawn(async move {
+        if sentinel {
+            failovers::sentinel_round(seed, &owned, &plan).await
+        } else {
+            failovers::cluster_round(seed, &owned, &plan).await
+        }
+    });
+    let mut outcome = match run.await {
+        Ok(out) => RoundOutcome::from_failover(round.clone(), &out),
+        Err(e) => {
+            let why = match e.try_into_panic() {
+                Ok(p) => p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default(),
+                Err(e) => e.to_string(),
+            };
+            let mut o = RoundOutcome::new(
+                round.clone(),
+                Report::default(),
+                Vec::new(),
+                HashMap::new(),
+                HashMap::new(),
+                Vec::new(),
+            );
+            o.violations = vec![format!("the failover round did not run through: {why}")];
+            o
+        }
+    };
+    if brk != Break::None {
+        outcome.notes.push(format!("break: {brk:?}"));
+    }
+    outcome
 }

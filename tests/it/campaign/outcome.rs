@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::plan::{FaultClass, Lang, Round};
+use super::plan::{FaultClass, Lang, Round, Topology};
+use crate::failovers::FailoverOutcome;
 use crate::support::checker::{Fault, Hold, Report};
 
 /// One round, checked.
@@ -35,8 +36,14 @@ pub struct RoundOutcome {
     pub lost_updates_explained: bool,
     pub stale_rejected: usize,
     pub stale_accepted: usize,
-    /// Time from a failover to the holders' `lost()` (failover rounds fill it), ms.
+    /// Time from a failover to the holders' `lost()` (failover rounds fill it), ms: holders
+    /// with failover awareness (the "after" figure).
     pub detect_ms: Vec<f64>,
+    /// The same for holders without it, on the same switches (the "before" figure).
+    pub detect_blind_ms: Vec<f64>,
+    /// Holds a switch cost that holders without awareness were never told of before the round
+    /// ended.
+    pub untold_blind: usize,
     /// Time from the end of each fault to the next hold taken, ms, by fault kind.
     pub retake_ms: Vec<(&'static str, f64)>,
     /// What must hold and did not (empty: the round passed).
@@ -68,7 +75,7 @@ impl RoundOutcome {
             f.target.is_none_or(|p| p == a.pid || p == b.pid) && f.start <= to && f.end >= from
         };
         let (mut overlaps_lost, mut overlaps_outside, mut overlaps_unexplained) = (0, 0, 0);
-        let mut stale_accepted = report.fencing_errors.len();
+        let stale_accepted = stale_accepted(&report);
         for &(i, j) in &report.overlaps {
             let (a, b) = (&report.holds[i], &report.holds[j]);
             if a.lost || b.lost {
@@ -78,14 +85,19 @@ impl RoundOutcome {
             } else {
                 overlaps_unexplained += 1;
             }
-            // Holds whose writes the fenced resource accepted never overlap an accepted one
-            // with a lower token after it.
-            if a.fenced == Some(true) && b.fenced == Some(true) && a.token > b.token {
-                stale_accepted += 1;
-            }
         }
         let lost = report.lost_holds() as i64;
-        let kills = faults.iter().filter(|f| f.kind == "kill9").count() as i64;
+        // A killed holder, or one cut off from everything, may have written without hearing
+        // back (the write applied, its history line never written).
+        let kills = faults
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.kind,
+                    "kill9" | "cut holder" | "cut holder, past the lease"
+                )
+            })
+            .count() as i64;
         let extra = report.counter - report.increments as i64;
         // Each lost hold (or unreported overlap outside the model) may overwrite one other
         // increment; a killed holder may die between its write and its history line.
@@ -120,6 +132,8 @@ impl RoundOutcome {
             stale_rejected: 0,
             stale_accepted,
             detect_ms: Vec::new(),
+            detect_blind_ms: Vec::new(),
+            untold_blind: 0,
             retake_ms,
             violations: Vec::new(),
             notes: Vec::new(),
@@ -210,6 +224,134 @@ impl RoundOutcome {
     }
 }
 
+/// Fencing violations, and overlapping holds whose writes the fenced resource both accepted
+/// with the later one's token lower.
+fn stale_accepted(report: &Report) -> usize {
+    let mut n = report.fencing_errors.len();
+    for &(i, j) in &report.overlaps {
+        let (a, b) = (&report.holds[i], &report.holds[j]);
+        if a.fenced == Some(true) && b.fenced == Some(true) && a.token > b.token {
+            n += 1;
+        }
+    }
+    n
+}
+
+impl RoundOutcome {
+    /// A failover round (`failovers.rs`): its groups' reports as one (the holds of every
+    /// lock), classified by the failover round's own reading (an overlap is explained by a hold
+    /// told lost or by a hold a switch outside the model cost), its violations those of
+    /// `failovers::round_violations`, its time-to-detect split by awareness.
+    pub fn from_failover(round: Round, out: &FailoverOutcome) -> RoundOutcome {
+        let mut report = Report::default();
+        let (mut overlaps_lost, mut overlaps_outside, mut overlaps_unexplained) = (0, 0, 0);
+        let (mut lost_unexplained, mut lost_updates, mut explained) = (0, 0, true);
+        let (mut detect_ms, mut detect_blind_ms, mut untold_blind) = (Vec::new(), Vec::new(), 0);
+        let mut stale = 0;
+        let mut retake_ms = Vec::new();
+        let mut langs = HashMap::new();
+        let mut notes = Vec::new();
+        let lang = round.lang;
+        for g in &out.groups {
+            let r = &g.report;
+            stale += stale_accepted(r);
+            let n = r.overlaps.len();
+            let lost = r
+                .overlaps
+                .iter()
+                .filter(|&&(a, b)| r.holds[a].lost || r.holds[b].lost)
+                .count();
+            overlaps_unexplained += g.unexplained_overlaps.len();
+            overlaps_lost += lost;
+            overlaps_outside += n.saturating_sub(lost + g.unexplained_overlaps.len());
+            lost_unexplained += r.unexplained_lost(&out.faults).len();
+            // Each hold told lost or cost by a switch may overwrite one increment; every holder
+            // is killed at the end and may die between its write and its history line.
+            let extra = r.counter - r.increments as i64;
+            lost_updates += (-extra).max(0);
+            let slack = (r.lost_holds() + g.affected.len()) as i64;
+            explained &= (-slack..=g.spec.holders as i64).contains(&extra);
+            let ms = g.detect_ms.iter().map(|&d| d as f64);
+            if g.spec.aware {
+                detect_ms.extend(ms);
+            } else {
+                detect_blind_ms.extend(ms);
+                untold_blind += g.unreported.len();
+            }
+            let mut starts: Vec<u64> = r.holds.iter().map(|h| h.start).collect();
+            starts.sort_unstable();
+            for f in &out.faults {
+                if let Some(next) = starts.iter().find(|&&s| s > f.end) {
+                    retake_ms.push((f.kind, (next - f.end) as f64 / 1e6));
+                }
+            }
+            for h in &r.holds {
+                langs.insert(h.pid, lang);
+            }
+            notes.push(format!(
+                "lock {} aware={} sync={}: {} holds, {} lost, {} cost by a switch, {} never \
+                 told, detect {}",
+                g.spec.lock,
+                g.spec.aware,
+                g.spec.sync,
+                r.holds.len(),
+                r.lost_holds(),
+                g.affected.len(),
+                g.unreported.len(),
+                crate::failovers::figure(&g.detect_ms)
+            ));
+            let base = report.holds.len();
+            report.holds.extend(r.holds.iter().cloned());
+            report
+                .overlaps
+                .extend(r.overlaps.iter().map(|&(a, b)| (a + base, b + base)));
+            report.increments += r.increments;
+            report.counter += r.counter;
+            report.fenced_log.extend(r.fenced_log.iter().cloned());
+            report.fenced_rejected += r.fenced_rejected;
+            report
+                .fencing_errors
+                .extend(r.fencing_errors.iter().cloned());
+            report.errors.extend(r.errors.iter().cloned());
+            report.unstable_reads += r.unstable_reads;
+        }
+        let mut counts: HashMap<&'static str, u32> = HashMap::new();
+        for f in &out.faults {
+            *counts.entry(f.kind).or_default() += 1;
+        }
+        let mut violations = crate::failovers::round_violations(round.class().name(), out);
+        if !explained {
+            violations.push(format!(
+                "lost update: counter {} after {} increments",
+                report.counter, report.increments
+            ));
+        }
+        RoundOutcome {
+            round,
+            stale_rejected: report.fenced_rejected,
+            report,
+            faults: out.faults.clone(),
+            counts,
+            langs,
+            unclean: Vec::new(),
+            overlaps_lost,
+            overlaps_outside,
+            overlaps_unexplained,
+            lost_unexplained,
+            lost_updates,
+            lost_updates_explained: explained,
+            stale_accepted: stale,
+            detect_ms,
+            detect_blind_ms,
+            untold_blind,
+            retake_ms,
+            violations,
+            notes,
+            kept: None,
+        }
+    }
+}
+
 /// Percentiles of a sample, ms: (p50, p99, max); `None` when empty.
 pub fn percentiles(mut xs: Vec<f64>) -> Option<(f64, f64, f64)> {
     if xs.is_empty() {
@@ -229,6 +371,20 @@ pub struct Campaign {
     pub rounds: Vec<RoundOutcome>,
 }
 
+/// A failover topology's time-to-detect, ms: (n, p50, p99, max) without and with awareness.
+#[derive(Debug, Default)]
+pub struct FailoverTimes {
+    pub before: Option<(usize, f64, f64, f64)>,
+    pub after: Option<(usize, f64, f64, f64)>,
+    pub untold_before: usize,
+    pub rounds: u32,
+}
+
+fn figures(xs: Vec<f64>) -> Option<(usize, f64, f64, f64)> {
+    let n = xs.len();
+    percentiles(xs).map(|(a, b, c)| (n, a, b, c))
+}
+
 /// Sums over rounds.
 #[derive(Debug, Default)]
 pub struct Totals {
@@ -246,6 +402,13 @@ pub struct Totals {
     pub stale_rejected: usize,
     pub stale_accepted: usize,
     pub detect: Option<(f64, f64, f64)>,
+    /// By language: (operations, holds, holds reported lost, holds in overlaps).
+    pub by_lang: BTreeMap<String, (u64, u64, u64, u64)>,
+    /// By round class: (rounds, faults injected, holds, holds reported lost, rounds failed).
+    pub by_class: BTreeMap<String, (u32, u32, u64, u64, u32)>,
+    /// By failover topology: time-to-detect with awareness off (before) and on (after), and
+    /// the holds never told without it.
+    pub failover: BTreeMap<String, FailoverTimes>,
     /// By fault kind: (count, p50, p99, max).
     pub retake: BTreeMap<String, (usize, f64, f64, f64)>,
     pub violations: usize,
@@ -256,9 +419,47 @@ impl Campaign {
         let mut t = Totals::default();
         let mut retake: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         let mut detect = Vec::new();
+        let mut failover: BTreeMap<String, (Vec<f64>, Vec<f64>, usize, u32)> = BTreeMap::new();
         for o in &self.rounds {
-            for h in &o.report.holds {
+            if matches!(o.round.topology(), Topology::Sentinel | Topology::Cluster) {
+                let e = failover
+                    .entry(o.round.topology().name().to_owned())
+                    .or_default();
+                e.0.extend(&o.detect_blind_ms);
+                e.1.extend(&o.detect_ms);
+                e.2 += o.untold_blind;
+                e.3 += 1;
+            }
+            let c = t
+                .by_class
+                .entry(o.round.class().name().to_owned())
+                .or_default();
+            c.0 += 1;
+            c.1 += o
+                .counts
+                .iter()
+                .filter(|(k, _)| **k != "idle")
+                .map(|(_, n)| n)
+                .sum::<u32>();
+            c.2 += o.report.holds.len() as u64;
+            c.3 += o.report.lost_holds() as u64;
+            c.4 += u32::from(!o.violations.is_empty());
+            let mut in_overlap = std::collections::HashSet::new();
+            for &(a, b) in &o.report.overlaps {
+                in_overlap.insert(a);
+                in_overlap.insert(b);
+            }
+            for (i, h) in o.report.holds.iter().enumerate() {
                 let lang = o.langs.get(&h.pid).copied().unwrap_or(o.round.lang);
+                let ops = 1
+                    + u64::from(h.end.is_some())
+                    + u64::from(h.incremented)
+                    + u64::from(h.fenced.is_some());
+                let l = t.by_lang.entry(lang.name().to_owned()).or_default();
+                l.0 += ops;
+                l.1 += 1;
+                l.2 += u64::from(h.lost);
+                l.3 += u64::from(in_overlap.contains(&i));
                 let e = t
                     .by_lang_kind
                     .entry((lang.name().to_owned(), o.round.kind.name().to_owned()))
@@ -290,6 +491,17 @@ impl Campaign {
             }
         }
         t.detect = percentiles(detect);
+        for (k, (before, after, untold, rounds)) in failover {
+            t.failover.insert(
+                k,
+                FailoverTimes {
+                    before: figures(before),
+                    after: figures(after),
+                    untold_before: untold,
+                    rounds,
+                },
+            );
+        }
         for (k, xs) in retake {
             let n = xs.len();
             if let Some((a, b, c)) = percentiles(xs) {
@@ -339,6 +551,25 @@ impl Campaign {
         for ((lang, kind), (ops, holds)) in &t.by_lang_kind {
             let _ = writeln!(s, "| {lang} | {kind} | {ops} | {holds} |");
         }
+        let _ = writeln!(
+            s,
+            "\n## By language\n\n| language | operations | holds | reported lost | in an \
+             overlap |\n|---|---:|---:|---:|---:|"
+        );
+        for (lang, (ops, holds, lost, over)) in &t.by_lang {
+            let _ = writeln!(s, "| {lang} | {ops} | {holds} | {lost} | {over} |");
+        }
+        let _ = writeln!(
+            s,
+            "\n## Rounds by fault class\n\n| class | rounds | faults injected | holds | \
+             reported lost | rounds failed |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for (class, (rounds, faults, holds, lost, failed)) in &t.by_class {
+            let _ = writeln!(
+                s,
+                "| {class} | {rounds} | {faults} | {holds} | {lost} | {failed} |"
+            );
+        }
         let _ = writeln!(s, "\n## Faults\n\n| fault | injected | lock taken again after it (ms): p50 / p99 / max |\n|---|---:|---|");
         for (k, n) in &t.faults {
             let retake = t
@@ -381,6 +612,30 @@ impl Campaign {
             .map(|(a, b, c)| format!("{a:.0} / {b:.0} / {c:.0} ms"))
             .unwrap_or_else(|| "no failover rounds".into());
         let _ = writeln!(s, "\nFailover time-to-detect p50 / p99 / max: {detect}\n");
+        if !t.failover.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Failover time-to-detect, before (awareness off) and after (on)\n\n\
+                 Measured on the same switches in the same rounds: from the replica seen \
+                 promoted to the holder's `lost` (or the release that said lost), ms.\n\n\
+                 | topology | rounds | off: n | off: p50 / p99 / max | off: never told | \
+                 on: n | on: p50 / p99 / max |\n|---|---:|---:|---|---:|---:|---|"
+            );
+            let cell = |x: &Option<(usize, f64, f64, f64)>| match x {
+                Some((n, a, b, c)) => (n.to_string(), format!("{a:.0} / {b:.0} / {c:.0}")),
+                None => ("0".into(), "-".into()),
+            };
+            for (topo, f) in &t.failover {
+                let (bn, bf) = cell(&f.before);
+                let (an, af) = cell(&f.after);
+                let _ = writeln!(
+                    s,
+                    "| {topo} | {} | {bn} | {bf} | {} | {an} | {af} |",
+                    f.rounds, f.untold_before
+                );
+            }
+            let _ = writeln!(s);
+        }
         let _ = writeln!(s, "## Rounds\n");
         for o in &self.rounds {
             let r = &o.report;
@@ -442,6 +697,23 @@ impl Campaign {
             "lost_updates_unexplained_rounds": t.lost_updates_unexplained,
             "stale_fenced_writes": {"rejected": t.stale_rejected, "accepted": t.stale_accepted},
             "time_to_detect_ms": triple(t.detect),
+            "by_lang": t.by_lang.iter().map(|(l, (o, h, lost, over))| {
+                (l.clone(), serde_json::json!({"operations": o, "holds": h, "lost": lost, "in_overlap": over}))
+            }).collect::<serde_json::Map<_, _>>(),
+            "by_class": t.by_class.iter().map(|(c, (r, f, h, l, failed))| {
+                (c.clone(), serde_json::json!({"rounds": r, "faults": f, "holds": h, "lost": l, "failed": failed}))
+            }).collect::<serde_json::Map<_, _>>(),
+            "failover_time_to_detect_ms": t.failover.iter().map(|(k, f)| {
+                let fig = |x: &Option<(usize, f64, f64, f64)>| x.map(|(n, a, b, c)| {
+                    serde_json::json!({"n": n, "p50": a, "p99": b, "max": c})
+                });
+                (k.clone(), serde_json::json!({
+                    "rounds": f.rounds,
+                    "awareness_off": fig(&f.before),
+                    "awareness_on": fig(&f.after),
+                    "never_told_awareness_off": f.untold_before,
+                }))
+            }).collect::<serde_json::Map<_, _>>(),
             "time_to_retake_ms": t.retake.iter().map(|(k, (n, a, b, c))| {
                 (k.clone(), serde_json::json!({"n": n, "p50": a, "p99": b, "max": c}))
             }).collect::<serde_json::Map<_, _>>(),

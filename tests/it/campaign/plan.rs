@@ -5,35 +5,51 @@
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::support::checker::HolderSpec;
+use crate::support::checker::{self, HolderSpec};
 
-/// The language of a round's holder processes. Java holders (the Java peer's holder mode, the
-/// same command line and history) join as a second arm that sets the spec's language.
+/// The language of a holder process: the Rust holder (`tests/holder`) or the Java one (the
+/// Java peer's `io.redissonlock.peer.Holder`, real Redisson of a pinned version; the same
+/// command line and history).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Lang {
     Rust,
+    /// Redisson 4.7.0.
+    Java4,
+    /// Redisson 3.52.0.
+    Java3,
 }
 
 impl Lang {
     pub fn name(self) -> &'static str {
         match self {
             Lang::Rust => "rust",
+            Lang::Java4 => "java-4.7.0",
+            Lang::Java3 => "java-3.52.0",
         }
     }
 
     /// Makes `spec` a holder of this language (and applies a break meant for it).
     pub fn apply(self, spec: &mut HolderSpec, brk: Break) {
-        match self {
-            // `Break::JavaNoRenew` is for Java holders only: a Rust holder ignores it.
-            Lang::Rust => {
-                let _ = (spec, brk);
-            }
+        let version = match self {
+            Lang::Rust => return,
+            Lang::Java4 => "4.7.0",
+            Lang::Java3 => "3.52.0",
+        };
+        spec.lang = checker::Lang::Java(version.to_owned());
+        if brk == Break::JavaNoRenew {
+            // A fixed lease shorter than the hold instead of the watchdog's renewals.
+            spec.lease_ms = super::nemesis::LEASE_MS;
         }
     }
 
-    /// The languages a schedule draws from.
+    /// The languages a schedule draws from: Rust and both Java versions, or Rust alone where
+    /// `REDISSON_LOCK_NO_JAVA` is set (`scripts/test --no-java`: no JDK, no peer jars).
     pub fn all() -> &'static [Lang] {
-        &[Lang::Rust]
+        if std::env::var_os("REDISSON_LOCK_NO_JAVA").is_some() {
+            &[Lang::Rust]
+        } else {
+            &[Lang::Rust, Lang::Java4, Lang::Java3]
+        }
     }
 }
 
@@ -44,6 +60,12 @@ pub enum Topology {
     Single,
     /// Three independent nodes of a RedLock.
     RedLock3,
+    /// Lock server, store and each holder in its own network namespace (`support/netns.rs`).
+    Netns,
+    /// A master, its replica and three sentinels.
+    Sentinel,
+    /// Three masters with a replica each.
+    Cluster,
 }
 
 impl Topology {
@@ -51,6 +73,9 @@ impl Topology {
         match self {
             Topology::Single => "single",
             Topology::RedLock3 => "redlock-3",
+            Topology::Netns => "netns",
+            Topology::Sentinel => "sentinel",
+            Topology::Cluster => "cluster",
         }
     }
 
@@ -58,6 +83,8 @@ impl Topology {
         match self {
             Topology::Single => 1,
             Topology::RedLock3 => 3,
+            // The other topologies start their own servers.
+            _ => 1,
         }
     }
 }
@@ -149,6 +176,17 @@ pub enum FaultClass {
     ServerRestart,
     /// One holder's clock runs at a rate, with a fixed lease (see [`Rate`]).
     Clock(Rate),
+    /// Real partitions (`partitions::partition_round_with`): a holder's link, the link between
+    /// a holder and the lock server, or the lock server's link taken down and brought back,
+    /// short (inside the model) or past the lease. Every cut may lose holds; none is outside
+    /// the model (a fenced resource orders what a cut-off holder writes).
+    Partition,
+    /// `SENTINEL FAILOVER` and the master killed (`failovers::sentinel_round`), with groups of
+    /// holders with failover awareness on and off, replica sync on and off.
+    SentinelFailover,
+    /// `CLUSTER FAILOVER`, `FORCE`, `TAKEOVER` and the shard's master killed
+    /// (`failovers::cluster_round`), awareness on and off, replica sync on or off.
+    ClusterFailover,
 }
 
 impl FaultClass {
@@ -165,6 +203,9 @@ impl FaultClass {
             FaultClass::Clock(Rate::Fast101) => "clock x1.01",
             FaultClass::Clock(Rate::Fast125) => "clock x1.25",
             FaultClass::Clock(Rate::Slow080) => "clock x0.8",
+            FaultClass::Partition => "partition",
+            FaultClass::SentinelFailover => "sentinel-failover",
+            FaultClass::ClusterFailover => "cluster-failover",
         }
     }
 
@@ -187,6 +228,10 @@ impl FaultClass {
             FaultClass::ServerRestart => kind == Kind::Fenced,
             // A fixed-lease hold on a skewed clock: the kinds whose holder takes a lease.
             FaultClass::Clock(_) => matches!(kind, Kind::Fenced | Kind::RLock),
+            // One lock server in a namespace: the single-server kinds.
+            FaultClass::Partition => matches!(kind, Kind::Fenced | Kind::RLock | Kind::Fair),
+            // The failover holders hold fenced locks.
+            FaultClass::SentinelFailover | FaultClass::ClusterFailover => kind == Kind::Fenced,
             _ => true,
         }
     }
@@ -204,7 +249,20 @@ impl FaultClass {
             FaultClass::Clock(Rate::Fast101),
             FaultClass::Clock(Rate::Fast125),
             FaultClass::Clock(Rate::Slow080),
+            FaultClass::Partition,
+            FaultClass::SentinelFailover,
+            FaultClass::ClusterFailover,
         ]
+    }
+
+    /// Where a round of this class runs its lock, for a lock of `kind`.
+    pub fn topology(self, kind: Kind) -> Topology {
+        match self {
+            FaultClass::Partition => Topology::Netns,
+            FaultClass::SentinelFailover => Topology::Sentinel,
+            FaultClass::ClusterFailover => Topology::Cluster,
+            _ => kind.topology(),
+        }
     }
 
     /// The class logged under `name` on `topology`, for reading a fault log back.
@@ -214,7 +272,7 @@ impl FaultClass {
 }
 
 /// A break of the system under test, on purpose, to watch the campaign go red
-/// (`CAMPAIGN_BREAK=watchdog-off|fence-equal|java-no-renew`).
+/// (`CAMPAIGN_BREAK=watchdog-off|fence-equal|awareness-off|java-no-renew`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Break {
     None,
@@ -224,6 +282,8 @@ pub enum Break {
     FenceEqual,
     /// Java holders do not renew (read by the Java holder; Rust holders ignore it).
     JavaNoRenew,
+    /// Failover rounds' holders run without failover awareness while the checks expect it.
+    AwarenessOff,
 }
 
 impl Break {
@@ -232,9 +292,11 @@ impl Break {
             Ok("watchdog-off") => Break::WatchdogOff,
             Ok("fence-equal") => Break::FenceEqual,
             Ok("java-no-renew") => Break::JavaNoRenew,
+            Ok("awareness-off") => Break::AwarenessOff,
             Ok("") | Err(_) => Break::None,
             Ok(other) => panic!(
-                "CAMPAIGN_BREAK={other}: expected watchdog-off, fence-equal or java-no-renew"
+                "CAMPAIGN_BREAK={other}: expected watchdog-off, fence-equal, awareness-off or \
+                 java-no-renew"
             ),
         }
     }
@@ -246,7 +308,11 @@ pub struct Round {
     pub index: usize,
     pub seed: u64,
     pub kind: Kind,
+    /// The language of the round's first holder.
     pub lang: Lang,
+    /// Holders alternate between the languages (starting with `lang`): a mixed fleet on one
+    /// lock.
+    pub mixed: bool,
     pub holders: usize,
     pub secs: u64,
     /// Fault classes with weights; one is drawn every few hundred milliseconds.
@@ -255,7 +321,7 @@ pub struct Round {
 
 impl Round {
     pub fn topology(&self) -> Topology {
-        self.kind.topology()
+        self.class().topology(self.kind)
     }
 
     /// The round's main fault class (its first non-idle one), for the report.
@@ -265,6 +331,27 @@ impl Round {
             .map(|&(c, _)| c)
             .find(|&c| c != FaultClass::Idle)
             .unwrap_or(FaultClass::Idle)
+    }
+
+    /// The language of the round's `i`th holder (counting replacements).
+    pub fn lang_of(&self, i: usize) -> Lang {
+        let all = Lang::all();
+        if !self.mixed {
+            return self.lang;
+        }
+        let first = all.iter().position(|&l| l == self.lang).unwrap_or(0);
+        all[(first + i) % all.len()]
+    }
+
+    /// The languages' names, `rust` or `rust+java` for a mixed fleet.
+    pub fn langs_name(&self) -> String {
+        if self.mixed && Lang::all().len() > 1 {
+            let mut v: Vec<&str> = Lang::all().iter().map(|l| l.name()).collect();
+            v.sort_unstable();
+            v.join("+")
+        } else {
+            self.lang.name().to_owned()
+        }
     }
 
     /// The clock rate of the round's first holder, if its class is a clock.
@@ -281,7 +368,7 @@ impl Round {
             self.index,
             self.topology().name(),
             self.kind.name(),
-            self.lang.name(),
+            self.langs_name(),
             self.holders,
             self.class().name(),
             self.secs,
@@ -313,13 +400,47 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 .collect();
             let kind = kinds[rng.random_range(0..kinds.len())];
             let langs = Lang::all();
+            // Rust for half the rounds, a Java version for the rest.
+            let mut lang = if langs.len() > 1 && rng.random_bool(0.5) {
+                langs[rng.random_range(1..langs.len())]
+            } else {
+                Lang::Rust
+            };
+            // Half the rounds mix the languages on one lock (where there are two).
+            let mut mixed = langs.len() > 1 && rng.random_bool(0.5);
+            match class {
+                // The Java holder speaks neither --sentinels nor --cluster.
+                FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
+                    (lang, mixed) = (Lang::Rust, false)
+                }
+                // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
+                // write its history on the faked clock.
+                FaultClass::Clock(_) => lang = Lang::Rust,
+                _ => {}
+            }
+            let holders = rng.random_range(3..=4);
+            // The rounds with their own topology have their own fleet sizes.
+            let holders = match class {
+                FaultClass::Partition => crate::partitions::ROUND_HOLDERS,
+                FaultClass::SentinelFailover => 5,
+                FaultClass::ClusterFailover => 4,
+                _ => holders,
+            };
             Round {
                 index,
                 seed: rng.random(),
                 kind,
-                lang: langs[rng.random_range(0..langs.len())],
-                holders: rng.random_range(3..=4),
-                secs,
+                lang,
+                mixed,
+                holders,
+                // A failover round runs its switches, not a clock: about a minute.
+                secs: match class {
+                    FaultClass::SentinelFailover | FaultClass::ClusterFailover => secs.max(60),
+                    // JVMs starting in namespaces while links go down: give the holders time
+                    // to take a few holds (a 7 s round of Java holders took 2 under load).
+                    FaultClass::Partition => secs.max(12),
+                    _ => secs,
+                },
                 // Mostly the class, with idle gaps between.
                 mix: vec![(class, 4), (FaultClass::Idle, 1)],
             }

@@ -48,6 +48,10 @@ impl Node {
     }
 
     fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    fn start_with(&mut self, extra: &[String]) {
         family();
         let mut cmd = Command::new(redis_server_bin());
         let conf = self.dir.path().join("node.conf");
@@ -61,6 +65,7 @@ impl Node {
             .arg("--dir")
             .arg(self.dir.path())
             .args(&self.args)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let child = match cmd.spawn() {
@@ -104,6 +109,19 @@ impl Node {
     pub fn restart(&mut self) {
         self.kill();
         self.start();
+    }
+
+    /// Starts the process again (after [`Node::kill`]) as a replica of `master_port` from its
+    /// first instant: a killed master that came back as a master, empty, until told otherwise
+    /// would take the writes of clients that still resolve to it (a split brain outside the
+    /// failover rounds' model).
+    pub fn restart_as_replica_of(&mut self, master_port: u16) {
+        self.kill();
+        self.start_with(&[
+            "--replicaof".to_owned(),
+            "127.0.0.1".to_owned(),
+            master_port.to_string(),
+        ]);
     }
 
     /// Kills the process (SIGKILL).
