@@ -101,27 +101,32 @@ pub(crate) async fn renew_all(client: &ClientInner) {
 
 /// Renews every watched lock hold.
 async fn renew_holds(client: &ClientInner) {
+    // Before the snapshot: a renewal confirmed for it vouches for no later instant.
+    let started = Instant::now();
     let slots = client.holds.watched();
     if slots.is_empty() {
         return;
     }
     let lease = client.config.watchdog_timeout();
     let lease_ms = millis(lease);
-    let started = Instant::now();
     // One script per batch of holds renewed the same way (the kind decides), and on a cluster
     // per hash slot: a script must touch one slot.
     let cluster = client.conn.is_cluster();
     let mut groups: std::collections::HashMap<
         (u8, Option<redis::cluster_routing::Slot>),
-        Vec<Arc<Hold>>,
+        Vec<(Arc<Hold>, u64)>,
     > = std::collections::HashMap::new();
-    for h in slots {
+    for (h, epoch) in slots {
         let slot = cluster.then(|| slot_of(h.key.as_bytes()));
-        groups.entry((h.renewal.batch(), slot)).or_default().push(h);
+        groups
+            .entry((h.renewal.batch(), slot))
+            .or_default()
+            .push((h, epoch));
     }
     let batch = client.config.watchdog_batch_size().max(1);
-    let batches = groups.values().flat_map(|g| g.chunks(batch)).map(|chunk| {
-        let epochs: Vec<u64> = chunk.iter().map(|s| s.epoch()).collect();
+    let batches = groups.values().flat_map(|g| g.chunks(batch)).map(|pairs| {
+        // The epochs of the snapshot (`Holds::watched`), never read again here.
+        let (chunk, epochs): (Vec<Arc<Hold>>, Vec<u64>) = pairs.iter().cloned().unzip();
         let inv = Renewal::script(
             lease_ms,
             chunk.iter().map(|h| (&*h.key, &*h.field, &h.renewal)),
@@ -155,13 +160,13 @@ async fn renew_holds(client: &ClientInner) {
             Ok(other) => {
                 observe::script_error();
                 tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
-                put_at_risk(chunk, &epochs);
+                put_at_risk(&chunk, &epochs);
             }
             Err(e) => {
                 observe::script_error();
                 tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
-                put_at_risk(chunk, &epochs);
-                expire_unrenewed(chunk, &epochs, lease);
+                put_at_risk(&chunk, &epochs);
+                expire_unrenewed(&chunk, &epochs, lease);
             }
         }
     }

@@ -326,7 +326,9 @@ impl Hold {
     }
 
     pub(crate) fn watchdog(&self) -> bool {
-        self.watchdog.load(Ordering::Acquire)
+        let on = self.watchdog.load(Ordering::Acquire);
+        crate::sched::point();
+        on
     }
 
     /// Records a confirmed renewal (or watchdog acquisition) sent at `at`: the hold is no
@@ -430,11 +432,23 @@ impl Holds {
     }
 
     /// Holds whose grants the watchdog must renew.
-    pub(crate) fn watched(&self) -> Vec<Arc<Hold>> {
+    /// Every hold with a watchdog grant, each with the epoch its renewal speaks for.
+    ///
+    /// The epoch is read *before* the watch flag: a renewal sent for this snapshot that finds
+    /// the owner's field gone may then end only an epoch that was watched when the snapshot
+    /// began. Read the other way round, a release that ends the epoch and an acquisition that
+    /// starts the next one could both fall between the two reads; the renewal, run before that
+    /// acquisition's script, would then report the new hold lost while Redis has it, and the
+    /// lock would stay taken by nobody until its lease ran out (seen once in the fault
+    /// campaign, a hold taken right after a stop; `schedules.rs` keeps the race).
+    pub(crate) fn watched(&self) -> Vec<(Arc<Hold>, u64)> {
         self.holds
             .iter()
-            .filter(|e| e.value().watchdog())
-            .map(|e| e.value().clone())
+            .filter_map(|e| {
+                let hold = e.value();
+                let epoch = hold.epoch();
+                hold.watchdog().then(|| (hold.clone(), epoch))
+            })
             .collect()
     }
 

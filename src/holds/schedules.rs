@@ -88,7 +88,7 @@ fn forgetting_a_hold_never_drops_one_in_use() {
         });
         let watched = holds.watched();
         assert!(
-            watched.iter().any(|h| Arc::ptr_eq(h, &hold)),
+            watched.iter().any(|(h, _)| Arc::ptr_eq(h, &hold)),
             "the hold with a watchdog grant is not in the map: the watchdog would not renew it"
         );
         // Once its grant is gone and nobody uses it, it goes.
@@ -99,5 +99,72 @@ fn forgetting_a_hold_never_drops_one_in_use() {
         });
         holds.forget(&hold);
         assert_eq!(holds.len(), 0);
+    });
+}
+
+/// The watchdog's snapshot (`Holds::watched`) races the owner's release of a hold Redis already
+/// lost (which ends the epoch) and its next acquisition (which starts a new watch in the new
+/// epoch). The renewal sent for the snapshot runs on the server at some point; if that is
+/// before the new acquisition's script, it finds the field gone. That verdict may end the epoch
+/// the snapshot saw watched, never the new hold's: Redis has the new hold, and a client that
+/// thinks it lost never releases it (the lock would stay taken until its lease ran out).
+/// Seen in the fault campaign when the snapshot read the watch flag before the epoch.
+#[test]
+fn a_renewal_verdict_never_ends_a_later_hold() {
+    use std::sync::atomic::AtomicBool;
+    explore(|| {
+        let holds = Arc::new(Holds::default());
+        let (key, field) = names();
+        let hold = holds.hold(&key, &field, Renewal::Hash, kind());
+        // Hold 1: a watchdog grant whose field Redis no longer has (its lease ran out).
+        block_on(async {
+            let mut gate = hold.gate().await;
+            gate.taken(Lease::Watchdog);
+            hold.set_watchdog(&gate);
+        });
+        // Whether the owner's field is in Redis.
+        let on_server = Arc::new(AtomicBool::new(false));
+        let owner = {
+            let (hold, on_server) = (hold.clone(), on_server.clone());
+            spawn(async move {
+                // The release finds the hold gone (`Release::NotHeld`): the epoch ends.
+                let mut gate = hold.gate().await;
+                gate.take_latest();
+                hold.lose_gated(&mut gate);
+                hold.set_watchdog(&gate);
+                drop(gate);
+                // The next acquisition: the gate is taken, the script runs (the field is
+                // back), the reply is booked in the gate's epoch.
+                let mut gate = hold.gate().await;
+                crate::sched::point();
+                on_server.store(true, Ordering::SeqCst);
+                crate::sched::point();
+                gate.taken(Lease::Watchdog);
+                hold.set_watchdog(&gate);
+                gate.epoch()
+            })
+        };
+        let watchdog = {
+            let (holds, on_server) = (holds.clone(), on_server.clone());
+            spawn(async move {
+                for (h, epoch) in holds.watched() {
+                    // The renewal runs on the server now; "gone" ends the snapshot's epoch.
+                    crate::sched::point();
+                    if !on_server.load(Ordering::SeqCst) {
+                        h.lose(epoch);
+                    }
+                }
+            })
+        };
+        block_on(async move {
+            let taken_in = owner.await.unwrap();
+            watchdog.await.unwrap();
+            assert!(on_server.load(Ordering::SeqCst));
+            assert_eq!(
+                hold.epoch(),
+                taken_in,
+                "the new hold, which Redis has, was reported lost by a renewal that ran before it"
+            );
+        });
     });
 }
