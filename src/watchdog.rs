@@ -99,6 +99,9 @@ pub(crate) async fn renew_all(client: &ClientInner) {
     tokio::join!(renew_holds(client), permits::renew(client));
 }
 
+/// Holds renewed by one script: the kind's renewal batch and, on a cluster, the hash slot.
+type BatchKey = (u8, Option<redis::cluster_routing::Slot>);
+
 /// Renews every watched lock hold.
 async fn renew_holds(client: &ClientInner) {
     // Before the snapshot: a renewal confirmed for it vouches for no later instant.
@@ -112,10 +115,8 @@ async fn renew_holds(client: &ClientInner) {
     // One script per batch of holds renewed the same way (the kind decides), and on a cluster
     // per hash slot: a script must touch one slot.
     let cluster = client.conn.is_cluster();
-    let mut groups: std::collections::HashMap<
-        (u8, Option<redis::cluster_routing::Slot>),
-        Vec<(Arc<Hold>, u64)>,
-    > = std::collections::HashMap::new();
+    let mut groups: std::collections::HashMap<BatchKey, Vec<(Arc<Hold>, u64)>> =
+        std::collections::HashMap::new();
     for (h, epoch) in slots {
         let slot = cluster.then(|| slot_of(h.key.as_bytes()));
         groups

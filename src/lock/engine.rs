@@ -578,6 +578,9 @@ impl<K: LockKind> Lock<K> {
             hold.set_watchdog(&gate);
             // The lease was (re)applied no earlier than the script was sent.
             hold.renewed(sent);
+            if sent.elapsed() >= Duration::from_millis(self.watchdog_ms()) / 3 {
+                self.confirm_late_grant(hold).await;
+            }
             self.client().wake_watchdog();
         }
         if count > gate.count() {
@@ -605,6 +608,28 @@ impl<K: LockKind> Lock<K> {
 }
 
 impl<K: LockKind> Lock<K> {
+    /// A watchdog grant whose reply took longer than a renewal period (a stalled server, a
+    /// queue behind a pause): its validity counts from when the script was *sent*, so little or
+    /// none is left, though the server applied the lease when it ran the script, later. Without
+    /// more, its guard would read lost at once, and a lost guard is neither renewed nor
+    /// released: the lock would stay taken by nobody until the lease ran out. One renewal now
+    /// settles it: confirmed, the validity counts from its sending; gone or unanswered, the
+    /// guard reads lost by its validity and the watchdog finds out as for any hold.
+    async fn confirm_late_grant(&self, hold: &Hold) {
+        let at = Instant::now();
+        let inv = crate::raw::Renewal::script(
+            self.watchdog_ms(),
+            std::iter::once((&*hold.key, &*hold.field, &hold.renewal)),
+        );
+        let mut conn = self.client().conn_synced();
+        match inv.invoke_async::<Value>(&mut conn).await {
+            Ok(Value::Array(r)) if matches!(r.first(), Some(Value::Int(1))) => hold.renewed(at),
+            other => {
+                tracing::debug!(lock = %self.name(), reply = ?other, "a late grant's renewal did not confirm it");
+            }
+        }
+    }
+
     /// The error of a lock write whose outcome is unknown: [`LockError::ReplicaSync`] when it
     /// ran but no replica confirmed it, else the connection error.
     pub(super) fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {

@@ -14,6 +14,8 @@
 //! `retried` (what a retried release reports) and `ends_epoch`. The glue around them (the order
 //! of the steps in `engine::attempt`/`record_taken`, `release`, `settle`, `Hold::lose`,
 //! `set_watchdog`, the watchdog's renewal) is mirrored from those functions, step for step.
+//! (`record_taken`'s confirmation of a grant whose reply came late is the watchdog's renewal
+//! sent right after the booking: one of the interleavings explored.)
 //!
 //! Properties (each the rule a test against a real server asserts):
 //! * at most one holder: the hash has at most one owner's field;

@@ -107,3 +107,42 @@ async fn brace_names_work_on_a_single_server() {
         take_and_release(&client.get_fair_lock(name)).await;
     }
 }
+
+/// An acquire whose reply came later than the watchdog's lease (queued behind a server pause)
+/// used to hand out a guard that read lost at once: its validity counted from when the script
+/// was sent had run out, though the server applied the lease when it ran the script. A lost
+/// guard is neither renewed nor released, so the lock stayed taken by nobody until its lease
+/// ran out (found by the fault campaign: a hold taken just after a server's long stop). Now
+/// such a grant is confirmed by a renewal before the guard is handed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_whose_reply_came_late_is_confirmed_not_lost() {
+    let server = TestServer::start();
+    let client = Client::with_config(
+        Config::new(server.url())
+            .with_watchdog_timeout(Duration::from_millis(1500))
+            .with_response_timeout(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let lock = client.get_lock("late-grant");
+    // The scripts are loaded: the acquire below is one EVALSHA, queued by the pause.
+    take_and_release(&lock).await;
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2500)
+        .arg("WRITE")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let g = lock.lock().await.unwrap();
+    assert!(
+        !g.is_lost(),
+        "a grant Redis made with a full lease reads lost because its reply came late"
+    );
+    g.unlock().await.unwrap();
+    assert!(
+        !lock.is_locked().await.unwrap(),
+        "the release deleted the lock"
+    );
+}
