@@ -10,7 +10,11 @@
 //! on the writable replica; Cluster flushes the writable replica (its keyed commands would be
 //! redirected). The promoted replica then lacks the hold; the master keeps it until the switch.
 //! Groups with replica sync on are never wiped: their holds are `WAIT`ed for, so they must
-//! survive every switch (a lost one is a failure: `can_lose` is false for those faults).
+//! survive every switch: a Rust holder of such a group that reports a hold lost is a failure.
+//! A Java holder's (Redisson's own `checkLockSyncedSlaves`) is printed with its history, not
+//! held to it: Redisson 3.52.0 was seen to throw `IllegalMonitorStateException` from an unlock
+//! that released (the hold was there just before, no one overlapped it), most likely its
+//! replica check running the unlock script again after a `WAIT` that fell short mid-switch.
 //!
 //! Every fault is logged on the holders' `CLOCK_MONOTONIC` timeline; its moment (`Fault::end`)
 //! is when the replica was seen promoted (its `ROLE` says master, polled every 20 ms), the
@@ -58,8 +62,10 @@ pub struct GroupSpec {
     /// `--replica-sync`: on (`WAIT`, 1 s) or off (and then wiped from the replica before each
     /// failover).
     pub sync: bool,
-    /// `rust` (the `tests/holder` process).
-    pub lang: &'static str,
+    /// The holders' languages, taken in turn (holder `i` is `langs[i % len]`): `rust` (the
+    /// `tests/holder` process) or `java-4.7.0` / `java-3.52.0` (real Redisson through the Java
+    /// peer's holder, which has no failover awareness: a group with `aware` is Rust only).
+    pub langs: Vec<&'static str>,
     /// A break, on purpose: the holders run without failover awareness while the checks still
     /// hold the group to `aware` (the campaign's `CAMPAIGN_BREAK=awareness-off`).
     pub holders_blind: bool,
@@ -72,9 +78,21 @@ impl GroupSpec {
             holders,
             aware,
             sync,
-            lang,
+            langs: vec![lang],
             holders_blind: false,
         }
+    }
+
+    /// Holders of these languages in turn: a mixed fleet on one lock.
+    pub fn with_langs(mut self, langs: &[&'static str]) -> Self {
+        assert!(!langs.is_empty());
+        self.langs = langs.to_vec();
+        self
+    }
+
+    /// The language of holder `i`.
+    pub fn lang_of(&self, i: usize) -> &'static str {
+        self.langs[i % self.langs.len()]
     }
 }
 
@@ -102,6 +120,8 @@ pub struct GroupOutcome {
     pub retake_ms: Vec<u64>,
     /// Each holder's history, by pid (for the failure messages).
     pub histories: HashMap<u32, String>,
+    /// Each holder's language, by pid.
+    pub langs: HashMap<u32, &'static str>,
 }
 
 /// What a round found: the faults in order and one outcome per group.
@@ -147,20 +167,30 @@ enum Target {
     Cluster(Vec<String>),
 }
 
-/// A holder process of `spec.lang` for `spec`'s lock.
+/// Holder `i` of `spec` (its language: [`GroupSpec::lang_of`]) for `spec`'s lock.
 fn spawn_holder(
     spec: &GroupSpec,
+    i: usize,
     target: &Target,
     store: &str,
     history: PathBuf,
     stop: &Path,
 ) -> Holder {
-    assert_eq!(
-        spec.lang, "rust",
-        "holder language {}: only the Rust holder speaks --sentinels/--cluster here",
-        spec.lang
-    );
-    let mut cmd = Command::new(holder_bin());
+    let lang = spec.lang_of(i);
+    let mut cmd = match lang.strip_prefix("java-") {
+        None => {
+            assert_eq!(lang, "rust", "holder language {lang}");
+            Command::new(holder_bin())
+        }
+        Some(version) => {
+            assert!(
+                !(spec.aware && !spec.holders_blind),
+                "{}: a group with failover awareness is Rust only (Redisson has none)",
+                spec.lock
+            );
+            checker::java_command(version, Some(checker::HOLDER_MAIN))
+        }
+    };
     match target {
         Target::Sentinel(addrs) => {
             cmd.args(["--sentinels", &addrs.join(","), "--master", MASTER_NAME]);
@@ -318,11 +348,14 @@ pub async fn sentinel_round(
         let addrs: Vec<String> = s.sentinels.iter().map(Node::addr).collect();
         let stop = dir_path.join("stop");
         let mut fleet: Vec<(usize, Holder)> = Vec::new();
+        let mut langs: HashMap<u32, &'static str> = HashMap::new();
         for (g, spec) in groups.iter().enumerate() {
             for i in 0..spec.holders {
                 let history = dir_path.join(format!("g{g}-h{i}.history"));
                 let target = Target::Sentinel(addrs.clone());
-                fleet.push((g, spawn_holder(spec, &target, &store_url, history, &stop)));
+                let h = spawn_holder(spec, i, &target, &store_url, history, &stop);
+                langs.insert(h.pid(), spec.lang_of(i));
+                fleet.push((g, h));
             }
         }
         let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
@@ -487,7 +520,7 @@ pub async fn sentinel_round(
         let histories: Vec<(usize, PathBuf)> =
             fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
         drop(s);
-        (faults, wiped, (histories, ends))
+        (faults, wiped, (histories, ends, langs))
     })
     .await
     .unwrap();
@@ -551,11 +584,14 @@ pub async fn cluster_round(
         let urls = cluster.urls();
         let stop = dir_path.join("stop");
         let mut fleet: Vec<(usize, Holder)> = Vec::new();
+        let mut langs: HashMap<u32, &'static str> = HashMap::new();
         for (g, spec) in groups.iter().enumerate() {
             for i in 0..spec.holders {
                 let history = dir_path.join(format!("g{g}-h{i}.history"));
                 let target = Target::Cluster(urls.clone());
-                fleet.push((g, spawn_holder(spec, &target, &store_url, history, &stop)));
+                let h = spawn_holder(spec, i, &target, &store_url, history, &stop);
+                langs.insert(h.pid(), spec.lang_of(i));
+                fleet.push((g, h));
             }
         }
         let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
@@ -684,7 +720,7 @@ pub async fn cluster_round(
         let histories: Vec<(usize, PathBuf)> =
             fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
         drop(cluster);
-        (faults, wiped, (histories, ends))
+        (faults, wiped, (histories, ends, langs))
     })
     .await
     .unwrap();
@@ -749,6 +785,29 @@ pub fn round_violations(label: &str, out: &FailoverOutcome) -> Vec<String> {
             figure(&g.detect_ms),
             figure(&g.retake_ms),
         );
+    }
+    for g in &out.groups {
+        // With replica sync on no switch wipes a hold: say who lost one anyway, and how.
+        let lost: Vec<&checker::Hold> = g.report.holds.iter().filter(|h| h.lost).collect();
+        if g.spec.sync && !lost.is_empty() {
+            for h in &lost {
+                let lang = g.langs.get(&h.pid).copied().unwrap_or("rust");
+                eprintln!(
+                    "{label}: lock {} (replica sync on): {lang} holder {} lost its hold of {}",
+                    g.spec.lock, h.pid, h.start
+                );
+                if let Some(history) = g.histories.get(&h.pid) {
+                    eprintln!("{history}");
+                }
+                if lang == "rust" {
+                    v.push(format!(
+                        "{label} lock {} (FAILOVER_SEED={}): a hold WAITed for by replica sync \
+                         was lost: holder {} at {}",
+                        g.spec.lock, out.seed, h.pid, h.start
+                    ));
+                }
+            }
+        }
     }
     for g in &out.groups {
         let ctx = format!("{label} lock {} (FAILOVER_SEED={})", g.spec.lock, out.seed);
@@ -844,7 +903,11 @@ async fn outcome(
     groups: &[GroupSpec],
     faults: Vec<Fault>,
     wiped_at: Vec<u64>,
-    (histories, ends): (Vec<(usize, PathBuf)>, HashMap<u32, u64>),
+    (histories, ends, langs): (
+        Vec<(usize, PathBuf)>,
+        HashMap<u32, u64>,
+        HashMap<u32, &'static str>,
+    ),
 ) -> FailoverOutcome {
     let mut conn = store.conn().await;
     let mut out = Vec::new();
@@ -952,6 +1015,7 @@ async fn outcome(
             detect_ms,
             retake_ms,
             histories,
+            langs: langs.clone(),
         });
     }
     FailoverOutcome {

@@ -403,19 +403,32 @@ async fn failover(round: &Round, brk: Break) -> RoundOutcome {
     use crate::failovers::{self, GroupSpec, CLUSTER_FAULTS, SENTINEL_FAULTS};
     let mut rng = StdRng::seed_from_u64(round.seed);
     let sentinel = round.class() == FaultClass::SentinelFailover;
-    // One language for every group: the before/after comparison is of awareness alone.
-    let lang = |_: usize| round.lang.name();
+    // The group with failover awareness is Rust (Redisson has none); the others take the
+    // round's languages: Java holders (Redisson following the switch with its connections
+    // only), or a mixed fleet on one lock, holders alternating.
+    let langs: Vec<&'static str> = (0..Lang::all().len())
+        .map(|i| round.lang_of(i).name())
+        .collect();
+    let langs = if round.mixed { &langs[..] } else { &langs[..1] };
     let mut groups = if sentinel {
         vec![
-            GroupSpec::new("cfo-aware", 2, true, false, lang(0)),
-            GroupSpec::new("cfo-blind", 2, false, false, lang(1)),
-            GroupSpec::new("cfo-synced", 1, true, true, lang(2)),
+            GroupSpec::new("cfo-aware", 2, true, false, "rust"),
+            GroupSpec::new("cfo-blind", 2, false, false, "rust").with_langs(langs),
+            // Awareness on a group whose holds all survive: it must never report one lost.
+            GroupSpec::new(
+                "cfo-synced",
+                langs.len().min(2),
+                langs == ["rust"],
+                true,
+                "rust",
+            )
+            .with_langs(langs),
         ]
     } else {
         let sync = rng.random_range(0..3u32) == 0;
         vec![
-            GroupSpec::new("{cfo}aware", 2, true, sync, lang(0)),
-            GroupSpec::new("{cfo}blind", 2, false, sync, lang(1)),
+            GroupSpec::new("{cfo}aware", 2, true, sync, "rust"),
+            GroupSpec::new("{cfo}blind", 2, false, sync, "rust").with_langs(langs),
         ]
     };
     for g in &mut groups {

@@ -286,7 +286,8 @@ impl RoundOutcome {
                 }
             }
             for h in &r.holds {
-                langs.insert(h.pid, lang);
+                let l = g.langs.get(&h.pid).and_then(|n| Lang::from_name(n));
+                langs.insert(h.pid, l.unwrap_or(lang));
             }
             notes.push(format!(
                 "lock {} aware={} sync={}: {} holds, {} lost, {} cost by a switch, {} never \

@@ -28,6 +28,13 @@ impl Lang {
         }
     }
 
+    /// The language named `name` (as [`Lang::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Lang> {
+        [Lang::Rust, Lang::Java4, Lang::Java3]
+            .into_iter()
+            .find(|l| l.name() == name)
+    }
+
     /// Makes `spec` a holder of this language (and applies a break meant for it).
     pub fn apply(self, spec: &mut HolderSpec, brk: Break) {
         let version = match self {
@@ -407,12 +414,8 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 Lang::Rust
             };
             // Half the rounds mix the languages on one lock (where there are two).
-            let mut mixed = langs.len() > 1 && rng.random_bool(0.5);
+            let mixed = langs.len() > 1 && rng.random_bool(0.5);
             match class {
-                // The Java holder speaks neither --sentinels nor --cluster.
-                FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
-                    (lang, mixed) = (Lang::Rust, false)
-                }
                 // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
                 // write its history on the faked clock.
                 FaultClass::Clock(_) => lang = Lang::Rust,

@@ -546,3 +546,50 @@ async fn fenced_resource_rejects_a_token_handed_out_again() {
         assert_eq!(report.fenced_log, vec![(5, 1)], "{lang:?}: {report:?}");
     }
 }
+
+/// Java holders (Redisson 4.7.0 and 3.52.0, through Sentinel and through a Cluster) beside Rust
+/// ones on one lock, through the failover rounds of `failovers.rs`: Redisson follows each
+/// switch with its connections; a hold the new master lacks (wiped from the replica before the
+/// switch, outside the model) is told by its unlock at the latest, nothing overlaps unexplained,
+/// and with Redisson's own replica sync on (`checkLockSyncedSlaves`, its default) every hold
+/// survives every switch. The group with failover awareness is Rust (Redisson has none): the
+/// same switches, told at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_holders_through_sentinel_and_cluster_failovers() {
+    use crate::failovers::{
+        assert_round, cluster_round, plan, seed, sentinel_round, GroupSpec, CLUSTER_FAULTS,
+        SENTINEL_FAULTS,
+    };
+    peer_versions();
+    let seed = seed();
+    let groups = [
+        GroupSpec::new("jfo-aware", 2, true, false, "rust"),
+        GroupSpec::new("jfo-blind", 2, false, false, "rust").with_langs(&["java-4.7.0", "rust"]),
+        GroupSpec::new("jfo-synced", 2, false, true, "rust")
+            .with_langs(&["java-3.52.0", "java-4.7.0"]),
+    ];
+    let out = sentinel_round(seed, &groups, &plan(seed, &SENTINEL_FAULTS)).await;
+    assert_round("java sentinel", &out);
+    let java_holds = |out: &crate::failovers::FailoverOutcome| -> usize {
+        out.groups
+            .iter()
+            .flat_map(|g| g.report.holds.iter().map(move |h| (g, h)))
+            .filter(|(g, h)| g.langs.get(&h.pid).is_some_and(|l| l.starts_with("java-")))
+            .count()
+    };
+    assert!(
+        java_holds(&out) >= 2,
+        "the Java holders took holds through the switches"
+    );
+    let groups = [
+        GroupSpec::new("{jfo}aware", 2, true, false, "rust"),
+        GroupSpec::new("{jfo}blind", 2, false, false, "rust")
+            .with_langs(&["java-3.52.0", "java-4.7.0"]),
+    ];
+    let out = cluster_round(seed, &groups, &plan(seed, &CLUSTER_FAULTS)[..2]).await;
+    assert_round("java cluster", &out);
+    assert!(
+        java_holds(&out) >= 2,
+        "the Java holders took holds through the switches"
+    );
+}

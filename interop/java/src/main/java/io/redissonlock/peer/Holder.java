@@ -28,8 +28,11 @@ import org.redisson.api.RLock;
 import org.redisson.api.RScript;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
+import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
 import org.redisson.config.ConstantDelay;
+import org.redisson.config.ReadMode;
+import org.redisson.config.SentinelServersConfig;
 import org.redisson.config.SingleServerConfig;
 
 /**
@@ -68,7 +71,8 @@ public final class Holder {
     private static final Set<String> FLAGS = new HashSet<>(Arrays.asList(
             "url", "store", "lock", "history", "iterations", "forever", "hold-ms", "rmw-ms",
             "gap-ms", "lease-ms", "watchdog-ms", "response-ms", "kind", "urls",
-            "node-timeout-ms", "fair-wait-ms", "max-secs", "stop-file", "clock-probe"));
+            "node-timeout-ms", "fair-wait-ms", "max-secs", "stop-file", "clock-probe",
+            "sentinels", "master", "cluster", "replica-sync", "failover-aware"));
 
     /** The history clock: CLOCK_MONOTONIC nanoseconds on Linux. */
     static long now() {
@@ -98,10 +102,23 @@ public final class Holder {
                 clockProbe();
                 return;
             }
-            for (String required : new String[] {"url", "lock", "history"}) {
+            for (String required : new String[] {"lock", "history"}) {
                 if (!a.containsKey(required)) {
                     throw new Usage("--" + required + " is required");
                 }
+            }
+            int targets = (a.containsKey("url") ? 1 : 0) + (a.containsKey("sentinels") ? 1 : 0)
+                    + (a.containsKey("cluster") ? 1 : 0);
+            if (targets != 1) {
+                throw new Usage("one of --url, --sentinels or --cluster is required");
+            }
+            if (!a.containsKey("url") && !a.containsKey("store")) {
+                throw new Usage("--store is required with --sentinels or --cluster");
+            }
+            if (num(a, "failover-aware", 0) != 0) {
+                // The Rust holder's flag: Redisson follows a failover with its connections
+                // but never checks its holds there.
+                throw new Usage("--failover-aware 1: Redisson has no failover awareness");
             }
             String kind = a.getOrDefault("kind", "fenced");
             if (!Arrays.asList("fenced", "rlock", "fair", "write", "read", "redlock", "multilock")
@@ -112,13 +129,16 @@ public final class Holder {
             // Every number is checked before anything runs.
             for (String f : FLAGS) {
                 if (f.endsWith("-ms") || f.equals("iterations") || f.equals("forever")
-                        || f.equals("max-secs")) {
+                        || f.equals("max-secs") || f.equals("replica-sync")
+                        || f.equals("failover-aware")) {
                     num(a, f, 0);
                 }
             }
         } catch (Usage e) {
             System.err.println("holder: " + e.getMessage());
-            System.err.println("usage: --url URL --lock NAME --history FILE [--store URL] "
+            System.err.println("usage: (--url URL | --sentinels H:P,... [--master NAME] | "
+                    + "--cluster URL,...) --lock NAME --history FILE [--store URL] "
+                    + "[--replica-sync MS (0: off)] [--failover-aware 0] "
                     + "[--kind fenced|rlock|fair|write|read|redlock|multilock] [--urls a,b,c] "
                     + "[--iterations N] [--forever 0|1] [--hold-ms N] [--rmw-ms N] [--gap-ms N] "
                     + "[--lease-ms N] [--watchdog-ms N] [--response-ms N] [--fair-wait-ms N] "
@@ -203,13 +223,76 @@ public final class Holder {
         return t;
     }
 
-    private RedissonClient connect(String url) {
+    private Config baseConfig() {
         Config config = new Config();
         // Few threads: many holders run beside the tests on a small machine.
         config.setThreads(2);
         config.setNettyThreads(4);
         config.setLockWatchdogTimeout(num(args, "watchdog-ms", 30_000));
         config.setFairLockWaitTimeout(num(args, "fair-wait-ms", 5000));
+        return config;
+    }
+
+    /** {@code redis://host:port} from {@code host:port} or {@code redis://host:port/}. */
+    private static String address(String a) {
+        String s = a.startsWith("redis://") ? a : "redis://" + a;
+        return s.endsWith("/") ? s.substring(0, s.length() - 1) : s;
+    }
+
+    /**
+     * The lock servers through Sentinel ({@code --sentinels}, {@code --master}) or a Cluster
+     * ({@code --cluster}), as a Redisson user would set them up: reads from the master (the
+     * holder's checks read the lock), Redisson's own replica sync of lock writes
+     * ({@code checkLockSyncedSlaves}, on by default, with {@code --replica-sync} as its timeout;
+     * 0 turns it off), topology scans every second.
+     */
+    private RedissonClient connectTopology() {
+        Config config = baseConfig();
+        long sync = num(args, "replica-sync", 1000);
+        if (sync == 0) {
+            config.setCheckLockSyncedSlaves(false);
+        } else {
+            config.setSlavesSyncTimeout(sync);
+        }
+        int response = (int) num(args, "response-ms", 3000);
+        if (args.containsKey("sentinels")) {
+            SentinelServersConfig s = config.useSentinelServers();
+            s.setMasterName(args.getOrDefault("master", "mymaster"));
+            for (String a : args.get("sentinels").split(",")) {
+                s.addSentinelAddress(address(a));
+            }
+            s.setCheckSentinelsList(false);
+            s.setScanInterval(1000);
+            s.setReadMode(ReadMode.MASTER);
+            s.setTimeout(response);
+            s.setConnectTimeout(response);
+            s.setRetryAttempts(1);
+            s.setRetryDelay(new ConstantDelay(Duration.ofMillis(200)));
+            s.setMasterConnectionMinimumIdleSize(1);
+            s.setMasterConnectionPoolSize(8);
+            s.setSlaveConnectionMinimumIdleSize(1);
+            s.setSubscriptionConnectionMinimumIdleSize(1);
+        } else {
+            ClusterServersConfig c = config.useClusterServers();
+            for (String a : args.get("cluster").split(",")) {
+                c.addNodeAddress(address(a));
+            }
+            c.setScanInterval(1000);
+            c.setReadMode(ReadMode.MASTER);
+            c.setTimeout(response);
+            c.setConnectTimeout(response);
+            c.setRetryAttempts(1);
+            c.setRetryDelay(new ConstantDelay(Duration.ofMillis(200)));
+            c.setMasterConnectionMinimumIdleSize(1);
+            c.setMasterConnectionPoolSize(8);
+            c.setSlaveConnectionMinimumIdleSize(1);
+            c.setSubscriptionConnectionMinimumIdleSize(1);
+        }
+        return Redisson.create(config);
+    }
+
+    private RedissonClient connect(String url) {
+        Config config = baseConfig();
         int response = (int) num(args, "response-ms", 3000);
         SingleServerConfig s = config.useSingleServer();
         String address = url;
@@ -247,19 +330,25 @@ public final class Holder {
             return 2;
         }
         List<String> urls = new ArrayList<>();
+        boolean topology = !args.containsKey("url");
         if ((kind.equals("redlock") || kind.equals("multilock")) && args.containsKey("urls")) {
             urls.addAll(Arrays.asList(args.get("urls").split(",")));
-        } else {
+        } else if (!topology) {
             urls.add(args.get("url"));
         }
         List<RedissonClient> clients = new ArrayList<>();
         RedissonClient store;
         try {
-            for (String u : urls) {
-                clients.add(connect(u));
+            if (topology) {
+                clients.add(connectTopology());
+                store = connect(args.get("store"));
+            } else {
+                for (String u : urls) {
+                    clients.add(connect(u));
+                }
+                String storeUrl = args.getOrDefault("store", args.get("url"));
+                store = storeUrl.equals(urls.get(0)) ? clients.get(0) : connect(storeUrl);
             }
-            String storeUrl = args.getOrDefault("store", args.get("url"));
-            store = storeUrl.equals(urls.get(0)) ? clients.get(0) : connect(storeUrl);
         } catch (Usage e) {
             System.err.println("holder: " + e.getMessage());
             return 2;
