@@ -286,8 +286,8 @@ impl LockError {
     }
 
     /// `true` for a cluster redirection or a node that refused the write for now (`MOVED`,
-    /// `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, `LOADING`, `MASTERDOWN`): the command did
-    /// not run and may be sent again.
+    /// `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, `READONLY`, `LOADING`, `MASTERDOWN`), or sentinels that
+    /// name no valid master yet (mid-failover): the command did not run and may be sent again.
     pub fn is_redirect(&self) -> bool {
         matches!(self, LockError::Redis(e) if is_redirect(e))
     }
@@ -327,6 +327,13 @@ pub(crate) fn is_redirect(e: &redis::RedisError) -> bool {
     matches!(
         e.code(),
         Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "LOADING" | "MASTERDOWN")
+    ) || matches!(
+        // The sentinels name no master that says it is one: mid-failover, between the
+        // promotion and the sentinels' switch (they still name the demoted master, which
+        // answers `ROLE` as a replica). Nothing was sent to a master.
+        e.kind(),
+        redis::ErrorKind::MasterNameNotFoundBySentinel
+            | redis::ErrorKind::NoValidReplicasFoundBySentinel
     )
 }
 

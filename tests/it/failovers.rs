@@ -184,7 +184,7 @@ fn spawn_holder(
         }
         Some(version) => {
             assert!(
-                !(spec.aware && !spec.holders_blind),
+                !spec.aware || spec.holders_blind,
                 "{}: a group with failover awareness is Rust only (Redisson has none)",
                 spec.lock
             );
@@ -325,6 +325,55 @@ fn wait_told(histories: &[PathBuf], wiped_at: u64, within: Duration) {
             }
         })
     });
+}
+
+/// The end of a round: every hold the last switch cost is told (without awareness: at the
+/// next renewal), and every lock is taken again after the last switch (a hold that survived it
+/// ends first): the rounds measure the retake and see the lock moving. A lock not taken again
+/// fails the round with its holders' histories.
+fn finish_round(
+    groups: &[GroupSpec],
+    fleet: &[(usize, Holder)],
+    paths: &[PathBuf],
+    faults: &[Fault],
+    wiped: &[u64],
+) {
+    if let Some(&w) = wiped.last().filter(|&&w| w != 0) {
+        wait_told(paths, w, Duration::from_secs(10));
+    }
+    let Some(last) = faults.last().map(|f| f.end) else {
+        return;
+    };
+    let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
+        fleet
+            .iter()
+            .filter(|(i, _)| groups[*i].lock == g.lock)
+            .map(|(_, h)| h.history.clone())
+            .collect()
+    };
+    let retaken = wait_until(Duration::from_secs(30), || {
+        groups
+            .iter()
+            .all(|g| acquired_since(&of_group(g), &g.lock, last))
+    });
+    if retaken {
+        return;
+    }
+    let stuck: Vec<&GroupSpec> = groups
+        .iter()
+        .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
+        .collect();
+    let names: Vec<&str> = stuck.iter().map(|g| g.lock.as_str()).collect();
+    let tails: Vec<String> = stuck
+        .iter()
+        .flat_map(|g| of_group(g))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
+    panic!(
+        "every lock is taken again after the last switch: not {names:?} (last switch at \
+         {last}); their holders' histories:\n{}",
+        tails.join("\n--\n")
+    );
 }
 
 /// One Sentinel round: `groups` of holders through a fresh master + replica + 3 sentinels, and
@@ -480,37 +529,7 @@ pub async fn sentinel_round(
                 wait_told(&paths, wiped_at, Duration::from_secs(3));
             }
         }
-        // Every hold the last switch cost is told (without awareness: at the next renewal).
-        if wiped.last().is_some_and(|&w| w != 0) {
-            wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
-        }
-        // And every lock is taken again after the last switch (a hold that survived it ends
-        // first): the rounds measure the retake and see the lock moving.
-        if let Some(last) = faults.last().map(|f: &Fault| f.end) {
-            let retaken = wait_until(Duration::from_secs(30), || {
-                groups
-                    .iter()
-                    .all(|g| acquired_since(&of_group(g), &g.lock, last))
-            });
-            let stuck: Vec<&str> = groups
-                .iter()
-                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
-                .map(|g| g.lock.as_str())
-                .collect();
-            if !retaken {
-                let tails: Vec<String> = groups
-                    .iter()
-                    .filter(|g| stuck.contains(&g.lock.as_str()))
-                    .flat_map(of_group)
-                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                    .collect();
-                panic!(
-                    "every lock is taken again after the last switch: not {stuck:?} \
-                     (last switch at {last}); their holders' histories:\n{}",
-                    tails.join("\n--\n")
-                );
-            }
-        }
+        finish_round(&groups, &fleet, &paths, &faults, &wiped);
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();
         for (_, h) in &mut fleet {
@@ -680,37 +699,7 @@ pub async fn cluster_round(
                 wait_told(&paths, wiped_at, Duration::from_secs(3));
             }
         }
-        // Every hold the last switch cost is told (without awareness: at the next renewal).
-        if wiped.last().is_some_and(|&w| w != 0) {
-            wait_told(&paths, *wiped.last().unwrap(), Duration::from_secs(10));
-        }
-        // And every lock is taken again after the last switch (a hold that survived it ends
-        // first): the rounds measure the retake and see the lock moving.
-        if let Some(last) = faults.last().map(|f: &Fault| f.end) {
-            let retaken = wait_until(Duration::from_secs(30), || {
-                groups
-                    .iter()
-                    .all(|g| acquired_since(&of_group(g), &g.lock, last))
-            });
-            let stuck: Vec<&str> = groups
-                .iter()
-                .filter(|g| !acquired_since(&of_group(g), &g.lock, last))
-                .map(|g| g.lock.as_str())
-                .collect();
-            if !retaken {
-                let tails: Vec<String> = groups
-                    .iter()
-                    .filter(|g| stuck.contains(&g.lock.as_str()))
-                    .flat_map(of_group)
-                    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-                    .collect();
-                panic!(
-                    "every lock is taken again after the last switch: not {stuck:?} \
-                     (last switch at {last}); their holders' histories:\n{}",
-                    tails.join("\n--\n")
-                );
-            }
-        }
+        finish_round(&groups, &fleet, &paths, &faults, &wiped);
         // Done: the holders are killed (a hold still open ends there, for the checker).
         let mut ends = HashMap::new();
         for (_, h) in &mut fleet {
@@ -896,6 +885,14 @@ fn s_conn(addr: &str) -> redis::Connection {
         .unwrap()
 }
 
+/// What a round leaves of its holders: each history with its group, when each holder was
+/// killed (by pid), each holder's language (by pid).
+type Fleet = (
+    Vec<(usize, PathBuf)>,
+    HashMap<u32, u64>,
+    HashMap<u32, &'static str>,
+);
+
 /// Reads the histories and measures each group against the faults.
 async fn outcome(
     seed: u64,
@@ -903,11 +900,7 @@ async fn outcome(
     groups: &[GroupSpec],
     faults: Vec<Fault>,
     wiped_at: Vec<u64>,
-    (histories, ends, langs): (
-        Vec<(usize, PathBuf)>,
-        HashMap<u32, u64>,
-        HashMap<u32, &'static str>,
-    ),
+    (histories, ends, langs): Fleet,
 ) -> FailoverOutcome {
     let mut conn = store.conn().await;
     let mut out = Vec::new();

@@ -415,11 +415,10 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
             };
             // Half the rounds mix the languages on one lock (where there are two).
             let mixed = langs.len() > 1 && rng.random_bool(0.5);
-            match class {
-                // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
-                // write its history on the faked clock.
-                FaultClass::Clock(_) => lang = Lang::Rust,
-                _ => {}
+            // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
+            // write its history on the faked clock (and its timed waits are scaled too).
+            if let FaultClass::Clock(_) = class {
+                lang = Lang::Rust;
             }
             let holders = rng.random_range(3..=4);
             // The rounds with their own topology have their own fleet sizes.

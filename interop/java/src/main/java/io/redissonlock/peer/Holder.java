@@ -28,6 +28,7 @@ import org.redisson.api.RLock;
 import org.redisson.api.RScript;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
+import org.redisson.config.BaseMasterSlaveServersConfig;
 import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
 import org.redisson.config.ConstantDelay;
@@ -263,32 +264,29 @@ public final class Holder {
             }
             s.setCheckSentinelsList(false);
             s.setScanInterval(1000);
-            s.setReadMode(ReadMode.MASTER);
-            s.setTimeout(response);
-            s.setConnectTimeout(response);
-            s.setRetryAttempts(1);
-            s.setRetryDelay(new ConstantDelay(Duration.ofMillis(200)));
-            s.setMasterConnectionMinimumIdleSize(1);
-            s.setMasterConnectionPoolSize(8);
-            s.setSlaveConnectionMinimumIdleSize(1);
-            s.setSubscriptionConnectionMinimumIdleSize(1);
+            tune(s, response);
         } else {
             ClusterServersConfig c = config.useClusterServers();
             for (String a : args.get("cluster").split(",")) {
                 c.addNodeAddress(address(a));
             }
             c.setScanInterval(1000);
-            c.setReadMode(ReadMode.MASTER);
-            c.setTimeout(response);
-            c.setConnectTimeout(response);
-            c.setRetryAttempts(1);
-            c.setRetryDelay(new ConstantDelay(Duration.ofMillis(200)));
-            c.setMasterConnectionMinimumIdleSize(1);
-            c.setMasterConnectionPoolSize(8);
-            c.setSlaveConnectionMinimumIdleSize(1);
-            c.setSubscriptionConnectionMinimumIdleSize(1);
+            tune(c, response);
         }
         return Redisson.create(config);
+    }
+
+    /** The settings a Sentinel and a Cluster setup share: reads from the master, small pools. */
+    private static void tune(BaseMasterSlaveServersConfig<?> c, int response) {
+        c.setReadMode(ReadMode.MASTER);
+        c.setTimeout(response);
+        c.setConnectTimeout(response);
+        c.setRetryAttempts(1);
+        c.setRetryDelay(new ConstantDelay(Duration.ofMillis(200)));
+        c.setMasterConnectionMinimumIdleSize(1);
+        c.setMasterConnectionPoolSize(8);
+        c.setSlaveConnectionMinimumIdleSize(1);
+        c.setSubscriptionConnectionMinimumIdleSize(1);
     }
 
     private RedissonClient connect(String url) {
