@@ -335,24 +335,39 @@ public final class Holder {
             urls.add(args.get("url"));
         }
         List<RedissonClient> clients = new ArrayList<>();
-        RedissonClient store;
-        try {
-            if (topology) {
-                clients.add(connectTopology());
-                store = connect(args.get("store"));
-            } else {
-                for (String u : urls) {
-                    clients.add(connect(u));
+        RedissonClient store = null;
+        // A service retries its first connection: a holder started while its link is down (a
+        // partition round) keeps trying until --max-secs, as the Rust holder does.
+        long connectUntil = now() + num(args, "max-secs", 60) * 1_000_000_000L;
+        while (true) {
+            try {
+                clients.clear();
+                store = null;
+                if (topology) {
+                    clients.add(connectTopology());
+                    store = connect(args.get("store"));
+                } else {
+                    for (String u : urls) {
+                        clients.add(connect(u));
+                    }
+                    String storeUrl = args.getOrDefault("store", args.get("url"));
+                    store = storeUrl.equals(urls.get(0)) ? clients.get(0) : connect(storeUrl);
                 }
-                String storeUrl = args.getOrDefault("store", args.get("url"));
-                store = storeUrl.equals(urls.get(0)) ? clients.get(0) : connect(storeUrl);
+                break;
+            } catch (Usage e) {
+                System.err.println("holder: " + e.getMessage());
+                return 2;
+            } catch (Throwable e) {
+                for (RedissonClient c : clients) {
+                    c.shutdown(0, 1, TimeUnit.SECONDS);
+                }
+                if (now() > connectUntil) {
+                    line("error", "op", "connect", "msg", oneLine(e));
+                    return 2;
+                }
+                line("error", "op", "connect", "msg", oneLine(e));
+                sleep(200);
             }
-        } catch (Usage e) {
-            System.err.println("holder: " + e.getMessage());
-            return 2;
-        } catch (Throwable e) {
-            line("error", "op", "connect", "msg", oneLine(e));
-            return 2;
         }
         RedissonClient client = clients.get(0);
         Taker taker;
