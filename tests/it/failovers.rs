@@ -369,6 +369,11 @@ impl SwitchLog {
         }
     }
 
+    /// How many switches were heard so far.
+    fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
     /// The switches heard, the monitor stopped.
     fn finish(mut self) -> Vec<(u64, String)> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -555,6 +560,7 @@ pub async fn sentinel_round(
                 wipe(replica, redis::cmd("DEL").arg(&off))
             };
             let start = mono_ns();
+            let heard_before = switches.count();
             match kind {
                 "sentinel-failover" => {
                     let mut sentinel = s_conn(&addrs[0]);
@@ -581,7 +587,9 @@ pub async fn sentinel_round(
                 Duration::from_secs(10),
                 || role_is_master(replica),
                 || {
-                    if kind == "sentinel-failover" {
+                    // Never once the sentinels announced a switch: a second failover would
+                    // switch back (seen: an extra switch after a slow one was asked again).
+                    if kind == "sentinel-failover" && switches.count() == heard_before {
                         if let Ok(mut c) = s_try_conn(&addrs[0]) {
                             let _: redis::RedisResult<()> = redis::cmd("SENTINEL")
                                 .arg("FAILOVER")
@@ -600,6 +608,13 @@ pub async fn sentinel_round(
             );
             faults.push(fault);
             wiped.push(wiped_at);
+            // The sentinels end a failover by announcing the switch (once they saw the
+            // promoted replica say so): until then they may still act on the old master, so
+            // nothing else happens before it (bounded: a switch never announced is a failure
+            // of the monitor, asserted by the test).
+            if !wait_until(Duration::from_secs(30), || switches.count() > heard_before) {
+                eprintln!("failovers: no +switch-master heard within 30 s of the {kind}");
+            }
             if kind == "sentinel-kill" {
                 // Back, empty, as a replica of the new master from its first instant (the
                 // sentinels would convert it only after 8 s; restarted as a master it would
@@ -627,6 +642,9 @@ pub async fn sentinel_round(
             heard.len(),
             faults.len()
         );
+        for (at, payload) in &heard {
+            eprintln!("failovers: +switch-master at {at}: {payload}");
+        }
         // Every planned switch is heard: the monitor works (checked by the tests).
         let heard_all = heard.len() >= faults.len();
         for f in unplanned_switches(&faults, &heard) {
