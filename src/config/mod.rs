@@ -377,7 +377,8 @@ impl Config {
     /// promoted replica) is reported lost ([`LockGuard::is_lost`](crate::LockGuard::is_lost),
     /// `lost()`, the lost-lease metric) within about a second of the switch, not at the next
     /// renewal a third of the watchdog timeout later. Off: holds are checked only at the
-    /// watchdog's regular renewals.
+    /// watchdog's regular renewals (the client still follows `+switch-master` to the new
+    /// master at once, as Redisson does: that is not optional).
     ///
     /// On a Redis Cluster, where redis-rs follows `MOVED` without telling, the client polls
     /// the slot map instead: one `CLUSTER SLOTS` to one node every 500 ms. When a slot has a

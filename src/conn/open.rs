@@ -56,7 +56,13 @@ impl Conn {
                     watchers: parking_lot::Mutex::new(Vec::new()),
                 });
                 conn.manager().await?;
-                if let (true, Topology::Sentinel { master, .. }) = (aware, config.topology()) {
+                // The client follows `+switch-master` whatever the awareness: after a
+                // `SENTINEL FAILOVER` the old master stays writable until the sentinels convert
+                // it (their next look at it, up to 10 s), and a client still on it takes locks
+                // there while Redisson, which follows the announcement, takes them on the new
+                // master (both held one lock in a failover round). Awareness adds the
+                // re-verification of the holds.
+                if let Topology::Sentinel { master, .. } = config.topology() {
                     conn.watch(sentinels, master);
                 }
                 Kind::Sentinel(conn)

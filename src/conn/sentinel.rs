@@ -1,10 +1,13 @@
 //! The command connection through Sentinel: the master is resolved by asking the sentinels,
 //! and again after a connection error or a `READONLY`/`MASTERDOWN` reply (a failover).
 //!
-//! Failover awareness (`Config::with_failover_awareness`): one task per sentinel listens on the
-//! sentinel's own pub/sub for `+switch-master` of the configured master and re-resolves at once;
-//! whenever a resolution names a different master than the one before (after that message, or
-//! after an error), `changed` is notified and the watchdog re-verifies every hold out of turn.
+//! One task per sentinel listens on the sentinel's own pub/sub for `+switch-master` of the
+//! configured master and re-resolves at once, as Redisson does: the old master of a
+//! `SENTINEL FAILOVER` stays writable until the sentinels convert it, so a client that waited
+//! for an error would take locks there while others take them on the new master. With
+//! failover awareness (`Config::with_failover_awareness`), whenever a resolution names a
+//! different master than the one before (after that message, or after an error), `changed` is
+//! notified and the watchdog re-verifies every hold out of turn.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};

@@ -536,6 +536,20 @@ pub async fn sentinel_round(
                 },
             );
             assert!(synced, "the replica syncs before the {kind}");
+            // And every sentinel sees it as a good replica: flags `slave` alone, its link to
+            // the master up. Until then a sentinel refuses to promote it (`NOGOODSLAVE`, or
+            // no failover after a kill): seen under load as a SENTINEL FAILOVER asked six
+            // times in 60 s without a promotion, the restarted replica's state still stale in
+            // the sentinels' 10 s INFO refresh.
+            let replica_port = replica.port;
+            let seen_good = wait_until(Duration::from_secs(60), || {
+                addrs
+                    .iter()
+                    .all(|a| sentinel_sees_good_replica(a, replica_port))
+            });
+            if !seen_good {
+                eprintln!("failovers: a sentinel still doubts the replica before the {kind}");
+            }
             if kind == "sentinel-kill" {
                 // The sentinels start no failover of a master within twice the failover
                 // timeout (3 s) of the last one.
@@ -591,10 +605,11 @@ pub async fn sentinel_round(
                     // switch back (seen: an extra switch after a slow one was asked again).
                     if kind == "sentinel-failover" && switches.count() == heard_before {
                         if let Ok(mut c) = s_try_conn(&addrs[0]) {
-                            let _: redis::RedisResult<()> = redis::cmd("SENTINEL")
+                            let r: redis::RedisResult<()> = redis::cmd("SENTINEL")
                                 .arg("FAILOVER")
                                 .arg(MASTER_NAME)
                                 .query(&mut c);
+                            eprintln!("failovers: SENTINEL FAILOVER again: {r:?}");
                         }
                     }
                 },
@@ -986,6 +1001,25 @@ async fn cluster_switches_are_told_at_once_and_nothing_unexplained_overlaps() {
     ];
     let out = cluster_round(seed, &groups, &plan(seed, &CLUSTER_FAULTS)).await;
     assert_round("cluster", &out);
+}
+
+/// Whether the sentinel at `addr` sees the replica on `port` as one it would promote: flags
+/// `slave` alone (not down, not disconnected) and its link to the master `ok`.
+fn sentinel_sees_good_replica(addr: &str, port: u16) -> bool {
+    let Ok(mut c) = s_try_conn(addr) else {
+        return false;
+    };
+    let replicas: redis::RedisResult<Vec<HashMap<String, String>>> = redis::cmd("SENTINEL")
+        .arg("REPLICAS")
+        .arg(MASTER_NAME)
+        .query(&mut c);
+    replicas.is_ok_and(|rs| {
+        rs.iter().any(|r| {
+            r.get("port").is_some_and(|p| p == &port.to_string())
+                && r.get("flags").is_some_and(|f| f == "slave")
+                && r.get("master-link-status").is_some_and(|l| l == "ok")
+        })
+    })
 }
 
 fn s_try_conn(addr: &str) -> redis::RedisResult<redis::Connection> {

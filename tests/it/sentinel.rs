@@ -176,3 +176,71 @@ async fn sentinels_with_their_own_credentials() {
         .expect_err("the sentinels refuse the data nodes' credentials");
     assert!(e.is_auth(), "{e:?}");
 }
+
+/// A client without failover awareness still follows `+switch-master` at once. After a
+/// `SENTINEL FAILOVER` the old master stays writable until the sentinels convert it; a client
+/// that waited for an error took locks there while Redisson, which follows the announcement,
+/// took the same lock on the new master: both held it (found by the failover rounds with Java
+/// and Rust holders on one lock). Here the sentinels cannot convert the old master (its
+/// `REPLICAOF` is denied to them by ACL), so it stays writable, as in that window, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_awareness_follows_the_switch() {
+    let s = TestSentinel::start();
+    let client = Client::with_config(
+        Config::sentinel(s.sentinel_urls(), MASTER_NAME)
+            .with_failover_awareness(false)
+            .with_replica_sync(None)
+            .with_response_timeout(Duration::from_secs(1))
+            .with_connection_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    // The client's connection is on the master.
+    lock_on_master(&client, &s, "follow-0").await;
+    let mut old = s.master.conn();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-replicaof")
+        .arg("-slaveof")
+        .query(&mut old)
+        .unwrap();
+    let mut sentinel = s.sentinels[0].conn();
+    let asked = wait_until(Duration::from_secs(30), || {
+        redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER_NAME)
+            .query::<()>(&mut sentinel)
+            .is_ok()
+    });
+    assert!(asked, "SENTINEL FAILOVER accepted");
+    assert!(
+        wait_until(Duration::from_secs(60), || s.master_port()
+            == Some(s.replica.port)),
+        "the sentinels switched to the replica"
+    );
+    // Locks now go to the new master, though the old one still takes writes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut k = 0;
+    loop {
+        k += 1;
+        let name = format!("follow-{k}");
+        let g = client.get_lock(&name).lock().await.unwrap();
+        let on_new: bool = s.replica.conn().exists(&name).unwrap();
+        g.unlock().await.unwrap();
+        if on_new {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "30 s after the switch the client still takes locks on the old master"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut old).unwrap();
+    assert_eq!(
+        role.first(),
+        Some(&redis::Value::BulkString(b"master".to_vec())),
+        "the old master stayed writable all along (else the test proves nothing)"
+    );
+}
