@@ -435,6 +435,15 @@ fn unplanned_switches(planned: &[Fault], heard: &[(u64, String)]) -> Vec<Fault> 
         .collect()
 }
 
+/// The histories of the holders of `g`'s lock.
+fn group_histories(groups: &[GroupSpec], fleet: &[(usize, Holder)], g: &GroupSpec) -> Vec<PathBuf> {
+    fleet
+        .iter()
+        .filter(|(i, _)| groups[*i].lock == g.lock)
+        .map(|(_, h)| h.history.clone())
+        .collect()
+}
+
 /// The end of a round: every hold the last switch cost is told (without awareness: at the
 /// next renewal), and every lock is taken again after the last switch (a hold that survived it
 /// ends first): the rounds measure the retake and see the lock moving. A lock not taken again
@@ -452,13 +461,7 @@ fn finish_round(
     let Some(last) = faults.last().map(|f| f.end) else {
         return;
     };
-    let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
-        fleet
-            .iter()
-            .filter(|(i, _)| groups[*i].lock == g.lock)
-            .map(|(_, h)| h.history.clone())
-            .collect()
-    };
+    let of_group = |g: &GroupSpec| group_histories(groups, fleet, g);
     let retaken = wait_until(Duration::from_secs(30), || {
         groups
             .iter()
@@ -518,13 +521,7 @@ pub async fn sentinel_round(
             }
         }
         let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
-        let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
-            fleet
-                .iter()
-                .filter(|(i, _)| groups[*i].lock == g.lock)
-                .map(|(_, h)| h.history.clone())
-                .collect()
-        };
+        let of_group = |g: &GroupSpec| group_histories(&groups, &fleet, g);
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
         // 0: `s.master` is the master; 1: `s.replica` is.
@@ -777,13 +774,7 @@ pub async fn cluster_round(
             }
         }
         let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
-        let of_group = |g: &GroupSpec| -> Vec<PathBuf> {
-            fleet
-                .iter()
-                .filter(|(i, _)| groups[*i].lock == g.lock)
-                .map(|(_, h)| h.history.clone())
-                .collect()
-        };
+        let of_group = |g: &GroupSpec| group_histories(&groups, &fleet, g);
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
         for &kind in &plan {
