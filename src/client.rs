@@ -51,14 +51,14 @@ impl Client {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|_| async move {
     /// use std::time::Duration;
     /// use redisson_lock::{Client, Config};
-    /// let config = Config::new("redis://127.0.0.1/").with_watchdog_timeout(Duration::from_secs(10));
+    /// let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".to_owned());
+    /// let config = Config::new(url).with_watchdog_timeout(Duration::from_secs(10));
     /// let client = Client::with_config(config).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn with_config(config: Config) -> Result<Client> {
         config.validate()?;
@@ -89,28 +89,11 @@ impl Client {
         // failover the scripts are loaded again) and `EVALSHA`, both tried on a script that
         // touches nothing. Keys and channels depend on the lock names: those are refused at
         // the lock call, before anything is acquired.
-        let probe = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg("return 1")
-            .query_async::<redis::Value>(&mut conn)
-            .await;
-        let probe = match probe {
-            Ok(_) => {
-                redis::cmd("EVALSHA")
-                    .arg("e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
-                    .arg(0)
-                    .query_async::<redis::Value>(&mut conn)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = probe {
-            // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
-            if e.code() == Some("NOPERM") {
-                return Err(LockError::Redis(e));
-            }
+        crate::conn::warn_if_evicting(&mut conn).await;
+        if !config.read_only() {
+            script_probe(&mut conn).await?;
+            crate::scripts::preload(&conn).await;
         }
-        crate::scripts::preload(&conn).await;
         if let Some(aof) = config.aof_sync() {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
             // now rather than at the first lock write.
@@ -191,6 +174,7 @@ impl Client {
             watchdog: tokio::spawn(watchdog::run(weak.clone(), wake.clone())),
             closed: Default::default(),
             permits: Default::default(),
+            runtime: tokio::runtime::Handle::current(),
             config,
         });
         // Only now may the watchdog look at the client (see `watchdog::run`).
@@ -203,11 +187,11 @@ impl Client {
     /// This only builds a handle; nothing is sent until you lock. Handles are cheap and may be
     /// created per use.
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let lock = client.get_lock("{user1}:lock");
     /// assert_eq!(lock.name(), "{user1}:lock");
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_lock(&self, name: impl Into<String>) -> Lock<Reentrant> {
         Lock::new(self.clone(), name.into(), Reentrant)
@@ -215,11 +199,11 @@ impl Client {
 
     /// The fair lock called `name` (Redisson's `getFairLock`): granted in arrival order.
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let guard = client.get_fair_lock("printer").lock().await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_fair_lock("plotter").lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_fair_lock(&self, name: impl Into<String>) -> Lock<Fair> {
         Lock::new(self.clone(), name.into(), Fair)
@@ -228,14 +212,14 @@ impl Client {
     /// The non-reentrant lock called `name` (Redisson 4.4+'s `getNonReentrantLock`): an RLock
     /// (same data) that its holder cannot take twice. See [`NonReentrant`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let lock = client.get_non_reentrant_lock("report");
     /// let guard = lock.lock().await?;
     /// // The holder's second acquire is refused (Java: IllegalMonitorStateException).
     /// assert!(lock.try_lock().await.unwrap_err().is_already_held());
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_non_reentrant_lock(&self, name: impl Into<String>) -> Lock<NonReentrant> {
         Lock::new(self.clone(), name.into(), NonReentrant)
@@ -245,11 +229,11 @@ impl Client {
     /// a fair lock (same data, same queue) that its holder cannot take twice. See
     /// [`NonReentrantFair`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let guard = client.get_non_reentrant_fair_lock("printer").lock().await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_non_reentrant_fair_lock("scanner").lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_non_reentrant_fair_lock(&self, name: impl Into<String>) -> Lock<NonReentrantFair> {
         Lock::new(self.clone(), name.into(), NonReentrantFair)
@@ -257,12 +241,12 @@ impl Client {
 
     /// The read-write lock called `name` (Redisson's `getReadWriteLock`).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let rw = client.get_read_write_lock("catalog");
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let rw = client.get_read_write_lock("menu");
     /// let guard = rw.read_lock().lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self.clone(), name.into())
@@ -271,12 +255,12 @@ impl Client {
     /// The fenced lock called `name` (Redisson's `getFencedLock`): every acquisition carries a
     /// strictly increasing token ([`LockGuard::token`](crate::LockGuard::token)).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_fenced_lock("journal").lock().await?;
     /// println!("token {}", guard.token());
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
         Lock::new(self.clone(), name.into(), Fenced)
@@ -287,11 +271,11 @@ impl Client {
     /// instead of subscribing, for deployments where pub/sub is unavailable. Its releases
     /// publish nothing.
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let guard = client.get_spin_lock("batch-job").lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_spin_lock(&self, name: impl Into<String>) -> Lock<Spin> {
         Lock::new(self.clone(), name.into(), Spin::default())
@@ -300,12 +284,12 @@ impl Client {
     /// The spin lock called `name`, polling with `backoff` (Redisson's
     /// `getSpinLock(name, backOff)`).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use std::time::Duration;
     /// use redisson_lock::Backoff;
-    /// let lock = client.get_spin_lock_with("batch-job", Backoff::constant(Duration::from_millis(20))?);
-    /// # Ok(()) }
+    /// let lock = client.get_spin_lock_with("cleanup-job", Backoff::constant(Duration::from_millis(20))?);
+    /// # Ok(()) })
     /// ```
     pub fn get_spin_lock_with(&self, name: impl Into<String>, backoff: Backoff) -> Lock<Spin> {
         Lock::new(self.clone(), name.into(), Spin::new(backoff))
@@ -313,13 +297,13 @@ impl Client {
 
     /// The semaphore called `name` (Redisson's `getSemaphore`): see [`Semaphore`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let permits = client.get_semaphore("workers");
     /// permits.try_set_permits(4).await?;
     /// permits.acquire().await?;
     /// permits.release().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore::new(self.clone(), name.into())
@@ -328,13 +312,13 @@ impl Client {
     /// The count-down latch called `name` (Redisson's `getCountDownLatch`): see
     /// [`CountDownLatch`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let latch = client.get_count_down_latch("batch-42");
     /// latch.try_set_count(1).await?;
     /// latch.count_down().await?;
     /// assert!(latch.wait_for(std::time::Duration::from_secs(1)).await?);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.clone(), name.into())
@@ -343,15 +327,15 @@ impl Client {
     /// The permit-expirable semaphore called `name` (Redisson's
     /// `getPermitExpirableSemaphore`): see [`PermitExpirableSemaphore`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use std::time::Duration;
-    /// let slots = client.get_permit_expirable_semaphore("gpu");
+    /// let slots = client.get_permit_expirable_semaphore("gpus");
     /// slots.try_set_permits(1).await?;
     /// if let Some(id) = slots.with_lease(Duration::from_secs(60)).try_acquire().await? {
     ///     slots.release(&id).await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_permit_expirable_semaphore(
         &self,
@@ -362,15 +346,15 @@ impl Client {
 
     /// The rate limiter called `name` (Redisson's `getRateLimiter`): see [`RateLimiter`].
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use std::time::Duration;
     /// let limiter = client.get_rate_limiter("emails");
     /// limiter
     ///     .try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, Duration::from_secs(60)))
     ///     .await?;
     /// limiter.acquire().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn get_rate_limiter(&self, name: impl Into<String>) -> RateLimiter {
         RateLimiter::new(self.clone(), name.into())
@@ -379,11 +363,11 @@ impl Client {
     /// The value kept in Redis under `key` that only the holder with the newest fencing token
     /// may write: see [`FencedValue`](crate::FencedValue). Nothing is sent until you use it.
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let guard = client.get_fenced_lock("ledger").lock().await?;
-    /// let written = client.get_fenced_value("ledger:balance").set(guard.token(), "100").await?;
-    /// # Ok(()) }
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_fenced_lock("payouts").lock().await?;
+    /// let written = client.get_fenced_value("payouts:total").set(guard.token(), "100").await?;
+    /// # Ok(()) })
     /// ```
     pub fn get_fenced_value(&self, key: impl Into<String>) -> crate::FencedValue {
         crate::fencing::FencedValue::new(self.clone(), key.into())
@@ -392,12 +376,12 @@ impl Client {
     /// A clone of the command connection, for your own commands next to the locks. Commands
     /// sent through it are not followed by `WAIT` (replica sync applies to the lock writes).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> redis::RedisResult<()> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use redis::AsyncCommands;
     /// let mut conn = client.connection();
     /// let _: () = conn.set("greeting", "hello").await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn connection(&self) -> crate::conn::Connection {
         crate::conn::Connection(self.inner.conn.clone())
@@ -470,11 +454,9 @@ impl Client {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
-    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-    /// let guard = client.get_lock("orders:42").lock().await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_lock("orders:46").lock().await?;
     /// // ... the service is asked to stop ...
     /// let report = client.shutdown().await;
     /// assert!(guard.is_lost());
@@ -482,7 +464,7 @@ impl Client {
     ///     eprintln!("{} stays held until its lease ends: {}", hold.name, hold.error);
     /// }
     /// assert!(client.get_lock("orders:43").lock().await.unwrap_err().is_shut_down());
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn shutdown(&self) -> ShutdownReport {
         crate::shutdown::run(&self.inner).await
@@ -546,3 +528,21 @@ pub struct ClientStats {
     /// On a cluster: `MOVED` and `ASK` redirections the lock scripts followed.
     pub redirections: u64,
 }
+
+/// The connect-time check that the user may load and run scripts (see `Client::with_config`).
+async fn script_probe(conn: &mut Conn) -> Result<()> {
+    let load = redis::cmd("SCRIPT").arg("LOAD").arg("return 1").clone();
+    let mut probe = load.query_async::<redis::Value>(&mut *conn).await;
+    if probe.is_ok() {
+        let run = redis::cmd("EVALSHA").arg(RETURN_1_SHA).arg(0).clone();
+        probe = run.query_async::<redis::Value>(&mut *conn).await;
+    }
+    match probe {
+        // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
+        Err(e) if e.code() == Some("NOPERM") => Err(LockError::Redis(e)),
+        _ => Ok(()),
+    }
+}
+
+/// SHA1 of `return 1`.
+const RETURN_1_SHA: &str = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";

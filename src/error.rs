@@ -169,7 +169,8 @@ pub enum LockError {
     /// forward it, an ACL that denies it), so lock writes cannot be confirmed on replicas (or
     /// fsyncs), and the [`ReplicaSync::Required`](crate::ReplicaSync::Required) policy (the
     /// default) does not allow going on without: reported by
-    /// [`Client::connect`](crate::Client::connect) when its probe is refused, or by the lock
+    /// [`Client::connect`](crate::Client::connect) when its `WAIT` probe is refused (a refused
+    /// `WAITAOF` probe is an [`InvalidArgument`](LockError::InvalidArgument)), or by the lock
     /// write whose command was refused (an acquire is undone). Turn replica sync off, or allow
     /// [`ReplicaSync::BestEffort`](crate::ReplicaSync::BestEffort).
     #[error("the server refused `{command}` ({detail}): lock writes cannot be confirmed; turn replica sync off or allow ReplicaSync::BestEffort")]
@@ -379,8 +380,8 @@ pub enum QuorumOperation {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(redlock: redisson_lock::RedLock) {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:error:quorum");
 /// match redlock.try_lock().await {
 ///     Ok(Some(guard)) => drop(guard),
 ///     Ok(None) => println!("held by someone else"),
@@ -391,7 +392,7 @@ pub enum QuorumOperation {
 ///     }
 ///     Err(e) => eprintln!("{e}"),
 /// }
-/// # }
+/// # Ok(()) })
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]

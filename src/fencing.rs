@@ -28,15 +28,15 @@ const FENCE_SUFFIX: &str = "redisson_lock_fence";
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-/// let guard = client.get_fenced_lock("ledger").lock().await?;
-/// let balance = client.get_fenced_value("ledger:balance");
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
+/// let guard = client.get_fenced_lock("wallet").lock().await?;
+/// let balance = client.get_fenced_value("wallet:balance");
 /// if !balance.set(guard.token(), "100").await? {
 ///     // A later holder has written: this hold is stale, stop.
 /// }
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct FencedValue {

@@ -6,12 +6,17 @@
 // docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[doc(hidden)]
+#[path = "doctest_support.rs"]
+pub mod __doctest;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod config;
 mod conn;
+#[cfg(doctest)]
+mod doctests;
 mod endpoints;
 mod error;
 mod fencing;
@@ -39,12 +44,12 @@ mod watchdog;
 /// [`Client::connection`], [`LockError::Redis`] or [`Connection`] needs no dependency of its
 /// own pinned to the same major version.
 ///
-/// ```no_run
-/// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// use redisson_lock::redis::AsyncCommands;
 /// let mut conn = client.connection();
 /// let _: () = conn.set("greeting", "hello").await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 pub use redis;
 
@@ -59,6 +64,9 @@ pub use config::{
 pub use conn::Connection;
 #[doc(hidden)]
 pub use endpoints::Endpoints;
+// The one place URLs get credentials and lose them, shared with the operator CLI.
+#[doc(hidden)]
+pub use config::{redact as redact_url, url_with_password};
 pub use error::{LockError, Result};
 pub use fencing::FencedValue;
 pub use lock::LockGuard;
@@ -75,7 +83,7 @@ pub use rwlock::ReadWriteLock;
 pub use shutdown::{ShutdownReport, Unreleased};
 pub use sync::{
     CountDownLatch, KeyTtl, PermitExpirableSemaphore, PermitGuard, PermitId, RateLimiter,
-    RateLimiterConfig, RateType, Semaphore,
+    RateLimiterConfig, RateType, Semaphore, SemaphoreGuard,
 };
 pub use tls::Tls;
 

@@ -11,6 +11,12 @@ const THREAD_TAG: u64 = 1 << 63;
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
+/// [`LockOwner::unique`] ids carry the top two bits: never a task's, nor a thread's (whose
+/// counter would need 2^62 threads to reach them).
+const UNIQUE_TAG: u64 = THREAD_TAG | (1 << 62);
+
+static NEXT_UNIQUE: AtomicU64 = AtomicU64::new(1);
+
 thread_local! {
     static THREAD_ID: Cell<u64> = const { Cell::new(0) };
 }
@@ -56,6 +62,21 @@ impl LockOwner {
     /// An explicit owner id. Any `u64` is valid on the wire; Java never parses it.
     pub const fn new(id: u64) -> Self {
         LockOwner(id)
+    }
+
+    /// A new explicit owner, different from every other owner of this process: from every
+    /// task's and thread's default owner, and from every other `unique()` one. The way to make
+    /// several tasks act as one holder without picking a number that might be a task's id
+    /// (`LockOwner::new(1)` is the first task's default owner).
+    ///
+    /// ```
+    /// use redisson_lock::LockOwner;
+    /// let (a, b) = (LockOwner::unique(), LockOwner::unique());
+    /// assert_ne!(a, b);
+    /// assert_ne!(a, LockOwner::current());
+    /// ```
+    pub fn unique() -> Self {
+        LockOwner(UNIQUE_TAG | NEXT_UNIQUE.fetch_add(1, Ordering::Relaxed))
     }
 
     /// The owner for the calling context: the current tokio task, or else the current thread.

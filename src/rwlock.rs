@@ -19,16 +19,16 @@ use crate::shared::Client;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// let rw = client.get_read_write_lock("config");
 /// let r1 = rw.read_lock().lock().await?;
-/// let r2 = rw.read_lock().with_owner(redisson_lock::LockOwner::new(2)).lock().await?;
+/// let r2 = rw.read_lock().with_owner(redisson_lock::LockOwner::unique()).lock().await?;
 /// r1.unlock().await?;
 /// r2.unlock().await?;
 /// let w = rw.write_lock().lock().await?;
 /// w.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct ReadWriteLock {

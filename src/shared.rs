@@ -27,9 +27,9 @@ use crate::pubsub::PubSub;
 ///   every unlock channel.
 /// * **Disconnect.** A command in flight fails with a connection error. Acquire scripts are never
 ///   retried blindly: an acquire whose outcome is unknown is trimmed back before the next
-///   operation on that lock. Unlocks are retried with one request id, so the unlock latch makes
-///   the retry idempotent. The subscriber reconnects on its own, resubscribes and wakes every
-///   waiter.
+///   operation on that lock. A release writes no unlock latch: one whose outcome is unknown is
+///   retried as a trim to the hold count the client knows must remain, so a retry never
+///   releases twice. The subscriber reconnects on its own, resubscribes and wakes every waiter.
 /// * **`NOSCRIPT`** (after `SCRIPT FLUSH` or a restart): the script is loaded and run again.
 /// * **Lost lease.** The watchdog reports holds it finds gone to their guards
 ///   ([`LockGuard::is_lost`](crate::LockGuard::is_lost)).
@@ -43,15 +43,15 @@ use crate::pubsub::PubSub;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-/// let lock = client.get_lock("orders:42");
+/// ```
+/// # redisson_lock::__doctest::run(|_| async move {
+/// let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".to_owned());
+/// let client = redisson_lock::Client::connect(&url).await?;
+/// let lock = client.get_lock("orders:50");
 /// let guard = lock.lock().await?;
 /// // ... critical section ...
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone)]
 pub struct Client {
@@ -67,7 +67,7 @@ pub(crate) struct ClientInner {
     pub(crate) pubsub: PubSub,
     pub(crate) holds: Holds,
     pub(crate) watchdog_wake: Arc<Notify>,
-    /// Unlock latches to delete in batches.
+    /// Latches to delete in batches (semaphore receipts; releases write none).
     pub(crate) latches: Latches,
     pub(crate) watchdog: tokio::task::JoinHandle<()>,
     /// Set by [`Client::shutdown`]: no new acquisitions.
@@ -75,6 +75,9 @@ pub(crate) struct ClientInner {
     /// Permit-expirable semaphore permits taken through this client and not released through
     /// it, by id: what [`Client::shutdown`] gives back.
     pub(crate) permits: dashmap::DashMap<[u8; 16], HeldPermit>,
+    /// The runtime the client was connected on: background work (a dropped guard's release)
+    /// started where no runtime is current runs there.
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 /// A permit of a permit-expirable semaphore this client took (see `ClientInner::permits`).
@@ -202,6 +205,36 @@ impl Client {
     pub(crate) fn permit_lease(&self, id: &[u8; 16], expiry_ms: u64) {
         if let Some(mut p) = self.inner.permits.get_mut(id) {
             p.expiry_ms = expiry_ms;
+        }
+    }
+
+    /// The server's `maxmemory-policy` when it may evict keys (`maxmemory` set, a policy other
+    /// than `noeviction`), `None` when it may not. An evicted lock key is a lock lost for every
+    /// client, Java's included, and nothing tells anyone: run lock servers with `noeviction`
+    /// (docs/production.md, "Eviction"). The client also warns once at connect. On a cluster
+    /// one node is asked.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe (read only).
+    ///
+    /// # Errors
+    ///
+    /// The server's refusal of `CONFIG GET` (an ACL, a managed offering); connection errors.
+    pub async fn eviction_risk(&self) -> crate::error::Result<Option<String>> {
+        Ok(crate::conn::eviction_policy(&mut self.conn()).await?)
+    }
+
+    /// Runs `task` in the background: on the current tokio runtime, else on the one the client
+    /// was connected on (a guard dropped on a plain thread). A runtime that has shut down drops
+    /// `task` unrun (its `Drop` says what then).
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn(task)),
+            Err(_) => drop(self.inner.runtime.spawn(task)),
         }
     }
 

@@ -2,11 +2,14 @@
 //! page) lists every `Config::with_*` setting and links only to absolute URLs or intra-doc items;
 //! every relative link of the markdown pages resolves to a file, and its `#anchor` to a heading;
 //! absolute links into this repository name files that exist; user pages carry no internal
-//! tracker numbers; the ACL rule shown to users is the one `tests/it/acl.rs` runs.
+//! tracker numbers; the ACL rule shown to users is the one `tests/it/acl.rs` runs; the README's
+//! settings table shows the code's defaults; every page under `docs/` is a doc test
+//! (`src/doctests.rs`), and the examples that run give their locks names of their own.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const REPO_URL: &str = "https://github.com/redisson-lock/redisson-lock/blob/main/";
 
@@ -187,8 +190,8 @@ fn the_readme_links_only_to_absolute_urls_anchors_and_items() {
     );
 }
 
-/// Every `with_*` method of `Config` (in whichever files under `src/` hold `impl Config`) has a
-/// row in the README's settings table.
+/// Every `with_*` method of `Config` (in whichever files under `src/` hold `impl Config` or
+/// `impl crate::Config`) has a row in the README's settings table.
 #[test]
 fn the_readme_lists_every_config_setting() {
     let root = root();
@@ -206,7 +209,7 @@ fn the_readme_lists_every_config_setting() {
         let text = read(&path);
         let mut in_config = false;
         for line in text.lines() {
-            if line.starts_with("impl Config") {
+            if line.starts_with("impl Config") || line.starts_with("impl crate::Config") {
                 in_config = true;
             } else if line.starts_with('}') {
                 in_config = false;
@@ -320,4 +323,342 @@ fn the_documented_acl_rule_is_the_tested_one() {
             "{page}'s rule differs from tests/it/acl.rs"
         );
     }
+}
+
+/// The README's settings table: setting (`with_...`) → its "Default" cell and its description.
+fn readme_settings() -> HashMap<String, (String, String)> {
+    let readme = read(&root().join("README.md"));
+    let mut rows = HashMap::new();
+    for (_, line) in prose(&readme) {
+        let Some(rest) = line.strip_prefix("| [`Config::") else {
+            continue;
+        };
+        let cells: Vec<&str> = rest.split(" | ").collect();
+        let name = cells[0].trim_end_matches("`]");
+        assert!(
+            cells.len() >= 3,
+            "README settings row without its cells: {line}"
+        );
+        rows.insert(
+            name.to_owned(),
+            (cells[1].trim().to_owned(), cells[2].to_owned()),
+        );
+    }
+    rows
+}
+
+/// The amount a cell starts with, as written in the README: `16,384`, `7.5 s`, `100 ms`,
+/// `5 min`; `None` when it starts with no number.
+fn leading_amount(cell: &str) -> Option<(f64, &str)> {
+    let end = cell
+        .find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))
+        .unwrap_or(cell.len());
+    let number: f64 = cell[..end].replace(',', "").parse().ok()?;
+    let unit = cell[end..]
+        .trim_start()
+        .split([' ', ','])
+        .next()
+        .unwrap_or("");
+    Some((number, unit))
+}
+
+/// The duration a cell starts with (`7.5 s`, `100 ms`, `5 min`).
+fn leading_duration(cell: &str) -> Option<Duration> {
+    let (number, unit) = leading_amount(cell)?;
+    let unit_ms = match unit {
+        "ms" => 1.0,
+        "s" => 1e3,
+        "min" => 60e3,
+        "h" => 3600e3,
+        _ => return None,
+    };
+    Some(Duration::from_micros(
+        (number * unit_ms * 1e3).round() as u64
+    ))
+}
+
+/// The README's "Default" column is the code's: the `DEFAULT_*` constants (each of which must be
+/// checked here, so that a new one needs a row) and what `Config::new` starts with.
+#[test]
+fn the_readme_settings_table_shows_the_code_defaults() {
+    use redisson_lock::*;
+    let rows = readme_settings();
+    let cell = |setting: &str| -> &str {
+        match rows.get(setting) {
+            Some((default, _)) => default,
+            None => panic!("no README row for Config::{setting}"),
+        }
+    };
+    let single = Config::new("redis://127.0.0.1/");
+    let cluster = Config::cluster(["redis://127.0.0.1:7000/"]);
+    let mut problems = Vec::new();
+    let mut checked = BTreeSet::new();
+    // `DEFAULT_X_Y` against the row of `with_x_y` (or the row given), read by `$parse`, and
+    // against what `Config` starts with (`$configured`).
+    macro_rules! check {
+        ($parse:ident, $constant:ident, $value:expr, $configured:expr) => {{
+            let setting = format!("with_{}", stringify!($constant)[8..].to_lowercase());
+            check!($parse, $constant, $value, $configured, &setting)
+        }};
+        ($parse:ident, $constant:ident, $value:expr, $configured:expr, $setting:expr) => {{
+            let (name, setting): (&str, &str) = (stringify!($constant), $setting);
+            assert_eq!($configured, $constant, "Config does not start with {name}");
+            checked.insert(name);
+            if $parse(cell(setting)) != Some($value) {
+                let said = cell(setting);
+                problems.push(format!(
+                    "{setting}: README says {said:?}, {name} is {:?}",
+                    $value
+                ));
+            }
+        }};
+    }
+    check!(
+        leading_duration,
+        DEFAULT_WATCHDOG_TIMEOUT,
+        DEFAULT_WATCHDOG_TIMEOUT,
+        single.watchdog_timeout()
+    );
+    check!(
+        leading_duration,
+        DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+        DEFAULT_FAIR_LOCK_WAIT_TIMEOUT,
+        single.fair_lock_wait_timeout()
+    );
+    check!(
+        leading_duration,
+        DEFAULT_RESPONSE_TIMEOUT,
+        DEFAULT_RESPONSE_TIMEOUT,
+        single.response_timeout()
+    );
+    check!(
+        leading_duration,
+        DEFAULT_CONNECTION_TIMEOUT,
+        DEFAULT_CONNECTION_TIMEOUT,
+        single.connection_timeout()
+    );
+    check!(
+        leading_duration,
+        DEFAULT_SUBSCRIPTION_TIMEOUT,
+        DEFAULT_SUBSCRIPTION_TIMEOUT,
+        single.subscription_timeout()
+    );
+    check!(
+        leading_duration,
+        DEFAULT_RETRY_DELAY,
+        DEFAULT_RETRY_DELAY,
+        single.retry_delay()
+    );
+    // "1 s on Cluster and Sentinel, off on a single server".
+    let sync = DEFAULT_REPLICA_SYNC_TIMEOUT;
+    check!(
+        leading_duration,
+        DEFAULT_REPLICA_SYNC_TIMEOUT,
+        sync,
+        cluster.replica_sync().unwrap(),
+        "with_replica_sync"
+    );
+    if single.replica_sync().is_some()
+        || !cell("with_replica_sync").contains("off on a single server")
+    {
+        problems.push("with_replica_sync: the README says off on a single server".to_owned());
+    }
+    let count = |cell: &str| {
+        leading_amount(cell)
+            .filter(|(_, unit)| unit.is_empty())
+            .map(|(n, _)| n)
+    };
+    check!(
+        count,
+        DEFAULT_WATCHDOG_BATCH_SIZE,
+        DEFAULT_WATCHDOG_BATCH_SIZE as f64,
+        single.watchdog_batch_size()
+    );
+    check!(
+        count,
+        DEFAULT_LATCH_QUEUE,
+        DEFAULT_LATCH_QUEUE as f64,
+        single.latch_queue()
+    );
+    check!(
+        count,
+        DEFAULT_RETRY_ATTEMPTS,
+        f64::from(DEFAULT_RETRY_ATTEMPTS),
+        single.retry_attempts()
+    );
+    // The retry delay's cap is in its row's description.
+    checked.insert("MAX_RETRY_DELAY");
+    let max = format!("up to {} s", MAX_RETRY_DELAY.as_secs_f64());
+    if !rows["with_retry_delay"].1.contains(&max) {
+        problems.push(format!(
+            "with_retry_delay: its description does not say {max:?}"
+        ));
+    }
+    let on = |b: bool| if b { "on" } else { "off" }.to_owned();
+    let words = [
+        (
+            "with_sharded_pubsub",
+            format!("`{:?}`", single.sharded_pubsub()),
+        ),
+        (
+            "with_replica_sync_policy",
+            format!("`{:?}`", single.replica_sync_policy()),
+        ),
+        ("with_aof_sync", on(single.aof_sync().is_some())),
+        ("with_batching", on(single.batching())),
+        ("with_failover_awareness", on(single.failover_awareness())),
+        ("with_writer_preference", on(single.writer_preference())),
+        ("with_read_only", on(single.read_only())),
+    ];
+    for (setting, code) in words {
+        if cell(setting) != code {
+            problems.push(format!(
+                "{setting}: README says {:?}, the code {code:?}",
+                cell(setting)
+            ));
+        }
+    }
+    // Every public default constant of `src/config/` is compared above.
+    let mut constants = BTreeSet::new();
+    for file in fs::read_dir(root().join("src/config")).unwrap() {
+        for line in read(&file.unwrap().path()).lines() {
+            if let Some(rest) = line.strip_prefix("pub const ") {
+                let name = rest.split(':').next().unwrap().trim();
+                if name.starts_with("DEFAULT_") || name.starts_with("MAX_") {
+                    constants.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    let unchecked: Vec<&String> = constants
+        .iter()
+        .filter(|c| !checked.contains(c.as_str()))
+        .collect();
+    assert!(
+        unchecked.is_empty(),
+        "defaults not compared with the README: {unchecked:?}"
+    );
+    assert!(
+        problems.is_empty(),
+        "the README's settings table has drifted:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Every page under `docs/` is included in `src/doctests.rs`, so its Rust blocks are doc tests.
+#[test]
+fn every_docs_page_is_a_doc_test() {
+    let root = root();
+    let doctests = read(&root.join("src/doctests.rs"));
+    let missing: Vec<String> = pages()
+        .iter()
+        .filter(|p| p.parent() == Some(root.join("docs").as_path()))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|name| !doctests.contains(&format!("include_str!(\"../docs/{name}\")")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs pages not in src/doctests.rs: {missing:?}"
+    );
+}
+
+/// The code blocks of a markdown text, or of the doc comments of a Rust file (`///`, `//!`):
+/// (line of the opening fence, its info string, the block's lines).
+fn code_blocks(text: &str, rust_file: bool) -> Vec<(usize, String, Vec<String>)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String, Vec<String>)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_start();
+        let content = if rust_file {
+            match line
+                .strip_prefix("///")
+                .or_else(|| line.strip_prefix("//!"))
+            {
+                Some(c) => c.strip_prefix(' ').unwrap_or(c),
+                None => continue,
+            }
+        } else {
+            line
+        };
+        if let Some(info) = content.strip_prefix("```") {
+            match open.take() {
+                Some(block) => blocks.push(block),
+                None => open = Some((i + 1, info.trim().to_owned(), Vec::new())),
+            }
+        } else if let Some((_, _, lines)) = open.as_mut() {
+            lines.push(content.to_owned());
+        }
+    }
+    blocks
+}
+
+/// The examples that run may run at once against one server (`REDIS_URL`): each gives its locks
+/// and synchronizers names of its own, or one would wait for another.
+#[test]
+fn examples_that_run_use_names_of_their_own() {
+    let root = root();
+    let mut files: Vec<PathBuf> = pages()
+        .into_iter()
+        .filter(|p| p.parent() == Some(root.join("docs").as_path()) || p.ends_with("README.md"))
+        .collect();
+    let mut dirs = vec![root.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    let mut users: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for file in files {
+        let text = read(&file);
+        let rust_file = file.extension().is_some_and(|x| x == "rs");
+        let name = file.strip_prefix(&root).unwrap().display().to_string();
+        for (line, info, lines) in code_blocks(&text, rust_file) {
+            let tags: Vec<&str> = info.split(',').map(str::trim).collect();
+            let rust = tags
+                .iter()
+                .all(|t| matches!(*t, "" | "rust" | "should_panic"));
+            if !rust {
+                continue; // another language, or `no_run` / `ignore`: it never runs
+            }
+            for code in &lines {
+                // Each string literal, and the call it is the first argument of.
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find('"') {
+                    let (before, after) = (&rest[..at], &rest[at + 1..]);
+                    let Some(end) = after.find('"') else { break };
+                    let call = before
+                        .strip_suffix('(')
+                        .and_then(|b| b.rsplit(['.', ' ', '(']).next())
+                        .unwrap_or("");
+                    if call.starts_with("get_") || before.ends_with("redlock(&client, ") {
+                        users
+                            .entry(after[..end].to_owned())
+                            .or_default()
+                            .insert(format!("{name}:{line}"));
+                    }
+                    rest = &after[end + 1..];
+                }
+            }
+        }
+    }
+    assert!(
+        users.len() >= 50,
+        "found too few names to trust the scan: {}",
+        users.len()
+    );
+    let shared: Vec<String> = users
+        .iter()
+        .filter(|(_, at)| at.len() > 1)
+        .map(|(name, at)| format!("{name:?}: {at:?}"))
+        .collect();
+    assert!(
+        shared.is_empty(),
+        "names used by several runnable examples:\n{}",
+        shared.join("\n")
+    );
 }

@@ -11,13 +11,13 @@ use crate::{LockOwner, LockTtl};
 
 /// A blocking [`crate::ReadWriteLock`].
 ///
-/// ```no_run
-/// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
-/// let rw = client.get_read_write_lock("catalog");
+/// ```
+/// # redisson_lock::__doctest::blocking(|client| {
+/// let rw = client.get_read_write_lock("price-list");
 /// let reading = rw.read_lock().lock()?;
 /// drop(reading);
 /// rw.write_lock().lock()?.unlock()?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct ReadWriteLock {
@@ -44,13 +44,13 @@ impl ReadWriteLock {
 /// A blocking [`crate::Lock`]: the same operations, each blocking the calling thread, for the
 /// calling thread as owner (unless bound with [`Lock::with_owner`]).
 ///
-/// ```no_run
-/// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::blocking(|client| {
 /// let lock = client.get_fair_lock("payroll");
 /// let guard = lock.lock()?;
 /// assert!(lock.is_held_by_current()?);
 /// guard.unlock()?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct Lock<K: LockKind> {

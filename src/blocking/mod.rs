@@ -28,21 +28,25 @@
 //!
 //! # Inside an async runtime
 //!
-//! Blocking a runtime's thread would stall it, so every blocking call made from within a tokio
-//! runtime returns [`LockError::InvalidArgument`] instead of blocking (or panicking, as nested
-//! `block_on` would); there, use the async API. A guard dropped there releases in the
-//! background.
+//! From a `tokio::task::spawn_blocking` closure of a multi-thread runtime (the place tokio
+//! gives blocking code) the blocking API works as on a plain thread; so does a call on one of
+//! its workers, which `block_in_place` hands over first (the async API is the better choice
+//! there). Inside a current-thread runtime (`#[tokio::main(flavor = "current_thread")]`,
+//! `#[tokio::test]`) every blocking call returns [`LockError::InvalidArgument`] instead of
+//! blocking its only thread (or panicking, as nested `block_on` would): use the async API
+//! there. A guard dropped inside a runtime releases in the background.
 //!
-//! ```no_run
-//! # fn main() -> Result<(), redisson_lock::LockError> {
+//! ```
+//! # redisson_lock::__doctest::blocking(|_| {
 //! use std::time::Duration;
-//! let client = redisson_lock::blocking::Client::connect("redis://127.0.0.1/")?;
-//! let lock = client.get_lock("inventory");
+//! let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".to_owned());
+//! let client = redisson_lock::blocking::Client::connect(&url)?;
+//! let lock = client.get_lock("stocktake");
 //! if let Some(guard) = lock.try_lock_for(Duration::from_secs(2))? {
 //!     // ... critical section, renewed by the watchdog ...
 //!     guard.unlock()?;
 //! }
-//! # Ok(()) }
+//! # Ok(()) })
 //! ```
 
 mod lock;
@@ -70,7 +74,7 @@ macro_rules! forward {
             ///
             /// # Errors
             ///
-            #[doc = concat!("As [`", $of, "::", stringify!($name), "`]; [`LockError::InvalidArgument`](crate::LockError::InvalidArgument) when called from within an async runtime (nothing is sent).")]
+            #[doc = concat!("As [`", $of, "::", stringify!($name), "`]; [`LockError::InvalidArgument`](crate::LockError::InvalidArgument) when called inside a current-thread async runtime (nothing is sent).")]
             pub fn $name(&self $(, $arg: $ty)*) -> $crate::Result<$ret> {
                 self.call(move |x| async move { x.$name($($arg),*).await })
             }
@@ -101,14 +105,22 @@ impl Rt {
         ))
     }
 
-    /// Runs `f` to completion on the runtime, blocking the calling thread.
+    /// Runs `f` to completion on the runtime, blocking the calling thread. Inside a
+    /// multi-thread tokio runtime (a `spawn_blocking` closure, or a worker, which
+    /// `block_in_place` hands over to another thread first) that is allowed; inside a
+    /// current-thread runtime it is refused, as its one thread cannot be told from a
+    /// `spawn_blocking` thread and blocking it could wait for a task that never runs.
     fn block_on<F: Future>(&self, f: F) -> Result<F::Output> {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Err(LockError::InvalidArgument(
-                "the blocking API was called from within an async runtime: use the async API there",
-            ));
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let rt = self.runtime()?;
+        match Handle::try_current().map(|h| h.runtime_flavor()) {
+            Err(_) => Ok(rt.block_on(f)),
+            Ok(RuntimeFlavor::MultiThread) => Ok(tokio::task::block_in_place(|| rt.block_on(f))),
+            Ok(_) => Err(LockError::InvalidArgument(
+                "the blocking API was called inside a current-thread tokio runtime: use the async \
+                 API there, or call it from `spawn_blocking` on a multi-thread runtime",
+            )),
         }
-        Ok(self.runtime()?.block_on(f))
     }
 }
 
@@ -132,8 +144,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// As [`crate::Client::connect`]; [`LockError::InvalidArgument`] when called from within
-    /// an async runtime.
+    /// As [`crate::Client::connect`]; [`LockError::InvalidArgument`] when called inside a
+    /// current-thread async runtime.
     pub fn connect(url: &str) -> Result<Client> {
         Client::with_config(Config::new(url))
     }
@@ -142,8 +154,8 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// As [`crate::Client::with_config`]; [`LockError::InvalidArgument`] when called from
-    /// within an async runtime.
+    /// As [`crate::Client::with_config`]; [`LockError::InvalidArgument`] when called inside a
+    /// current-thread async runtime.
     pub fn with_config(config: Config) -> Result<Client> {
         let rt = Rt::new()?;
         let inner = rt.block_on(crate::Client::with_config(config))??;
@@ -170,7 +182,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`LockError::InvalidArgument`] when called from within an async runtime; otherwise the
+    /// [`LockError::InvalidArgument`] when called inside a current-thread async runtime; else the
     /// holds it could not release are in [`ShutdownReport::unreleased`](crate::ShutdownReport).
     pub fn shutdown(&self) -> Result<crate::ShutdownReport> {
         self.rt.block_on(self.inner.shutdown())

@@ -13,15 +13,15 @@ use crate::{All, Majority, QuorumPolicy};
 /// A member of a blocking [`MultiLock`]: a blocking [`Lock`] of any kind (see
 /// [`crate::MemberLock`]). Every blocking `Lock<K>` converts into one.
 ///
-/// ```no_run
-/// # fn f(a: redisson_lock::blocking::Client, b: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::blocking(|a| { let b = redisson_lock::blocking::Client::connect(&redisson_lock::__doctest::url())?;
 /// use redisson_lock::blocking::{MemberLock, MultiLock};
 /// let both: MultiLock = MultiLock::new([
-///     MemberLock::from(a.get_fair_lock("orders:42")),
-///     MemberLock::from(b.get_read_write_lock("stock").write_lock()),
+///     MemberLock::from(a.get_fair_lock("orders:44")),
+///     MemberLock::from(b.get_read_write_lock("warehouse").write_lock()),
 /// ])?;
 /// both.lock()?.unlock()?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone)]
 pub struct MemberLock {
@@ -84,15 +84,15 @@ pub type RedLock = MultiLock<Majority>;
 /// Java. The members may come from different [`Client`](super::Client)s (independent masters);
 /// the calls run on the first member's client's runtime.
 ///
-/// ```no_run
-/// # fn f(a: redisson_lock::blocking::Client, b: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::blocking(|a| { let b = redisson_lock::blocking::Client::connect(&redisson_lock::__doctest::url())?;
 /// use redisson_lock::blocking::MultiLock;
 /// // Orders and stock live on different masters; take both or neither.
-/// let both: MultiLock = MultiLock::new([a.get_lock("orders:42"), b.get_lock("stock:7")])?;
+/// let both: MultiLock = MultiLock::new([a.get_lock("orders:45"), b.get_lock("stock:8")])?;
 /// let guard = both.lock()?;
 /// assert!(both.is_held_by_current()?);
 /// guard.unlock()?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 pub struct MultiLock<P: QuorumPolicy = All> {
     members: Vec<MemberLock>,

@@ -60,15 +60,15 @@ macro_rules! synchronizer {
 synchronizer!(
     /// A blocking [`crate::Semaphore`] (Redisson's `RSemaphore`).
     ///
-    /// ```no_run
-    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::blocking(|client| {
     /// use std::time::Duration;
-    /// let workers = client.get_semaphore("workers");
+    /// let workers = client.get_semaphore("crawlers");
     /// workers.try_set_permits_with_ttl(4, Duration::from_secs(3600))?;
     /// workers.acquire()?;
     /// // ... work ...
     /// workers.release()?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     Semaphore,
     "crate::Semaphore"
@@ -110,15 +110,15 @@ impl Semaphore {
 synchronizer!(
     /// A blocking [`crate::CountDownLatch`] (Redisson's `RCountDownLatch`).
     ///
-    /// ```no_run
-    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::blocking(|client| {
     /// use std::time::Duration;
-    /// let batch = client.get_count_down_latch("batch-42");
+    /// let batch = client.get_count_down_latch("batch-43");
     /// batch.try_set_count(1)?;
     /// let done = batch.clone();
     /// std::thread::spawn(move || done.count_down());
     /// assert!(batch.wait_for(Duration::from_secs(10))?);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     CountDownLatch,
     "crate::CountDownLatch"
@@ -153,15 +153,15 @@ synchronizer!(
     /// A blocking [`crate::PermitExpirableSemaphore`] (Redisson's
     /// `RPermitExpirableSemaphore`): permits with ids and leases.
     ///
-    /// ```no_run
-    /// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::blocking(|client| {
     /// use std::time::Duration;
-    /// let gpus = client.get_permit_expirable_semaphore("gpu");
+    /// let gpus = client.get_permit_expirable_semaphore("gpu-pool");
     /// gpus.try_set_permits(4)?;
     /// let ids = gpus.with_lease(Duration::from_secs(60)).acquire_many(2)?;
     /// assert_eq!(gpus.acquired_permits()?, 2);
     /// gpus.release_many(&ids)?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     PermitExpirableSemaphore,
     "crate::PermitExpirableSemaphore"
@@ -223,16 +223,16 @@ impl PermitExpirableSemaphore {
 /// A blocking [`crate::RateLimiter`] (Redisson's `RRateLimiter`): waits are plain sleeps of
 /// the delay the server answers, on the calling thread.
 ///
-/// ```no_run
-/// # fn f(client: redisson_lock::blocking::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::blocking(|client| {
 /// use std::time::Duration;
 /// use redisson_lock::{RateLimiterConfig, RateType};
-/// let emails = client.get_rate_limiter("emails");
+/// let emails = client.get_rate_limiter("sms");
 /// emails.try_set_rate(RateLimiterConfig::new(RateType::Overall, 10, Duration::from_secs(60)))?;
 /// if emails.try_acquire_for(Duration::from_secs(1))? {
 ///     // ... send one ...
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct RateLimiter {

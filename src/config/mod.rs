@@ -14,8 +14,9 @@ mod redact;
 mod topology;
 mod validate;
 
+pub(crate) use modes::SentinelAuth;
 pub use modes::{AofSync, ReplicaSync, ShardedPubSub};
-pub(crate) use redact::redact;
+pub use redact::{redact, url_with_password};
 pub use topology::Topology;
 
 /// Lease of a lock taken without an explicit lease, renewed every third of it (Redisson's
@@ -84,24 +85,7 @@ pub struct Config {
     tls: Tls,
     client_name: Option<String>,
     sentinel_auth: Option<SentinelAuth>,
-}
-
-/// Credentials for the sentinels themselves ([`Config::with_sentinel_auth`]). Its `Debug`
-/// never shows the password.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct SentinelAuth {
-    /// `None`: the `default` user (`AUTH <password>`, a sentinel with `requirepass`).
-    pub(crate) username: Option<String>,
-    pub(crate) password: String,
-}
-
-impl std::fmt::Debug for SentinelAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SentinelAuth")
-            .field("username", &self.username)
-            .field("password", &"***")
-            .finish()
-    }
+    read_only: bool,
 }
 
 impl Config {
@@ -161,6 +145,7 @@ impl Config {
             tls: Tls::new(),
             client_name: None,
             sentinel_auth: None,
+            read_only: false,
         }
     }
 

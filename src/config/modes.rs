@@ -1,5 +1,6 @@
 //! The small enums and records of the settings: `WAITAOF` (`AofSync`), what a refused `WAIT`
-//! means (`ReplicaSync`), sharded pub/sub (`ShardedPubSub`).
+//! means (`ReplicaSync`), sharded pub/sub (`ShardedPubSub`), the sentinels' own credentials
+//! (`SentinelAuth`); a client that only reads.
 
 use std::time::Duration;
 
@@ -25,9 +26,10 @@ pub struct AofSync {
 #[non_exhaustive]
 pub enum ReplicaSync {
     /// The confirmation is required (the default): [`Client::connect`] fails with
-    /// [`LockError::SyncRefused`](crate::LockError::SyncRefused) when its probe is refused,
-    /// and a lock write whose `WAIT` or `WAITAOF` is refused later fails with it too (an
-    /// acquire is undone).
+    /// [`LockError::SyncRefused`](crate::LockError::SyncRefused) when its `WAIT` probe is
+    /// refused (with [`LockError::InvalidArgument`](crate::LockError::InvalidArgument) when its
+    /// `WAITAOF` probe is), and a lock write whose `WAIT` or `WAITAOF` is refused later fails
+    /// with `SyncRefused` (an acquire is undone).
     ///
     /// [`Client::connect`]: crate::Client::connect
     #[default]
@@ -51,4 +53,46 @@ pub enum ShardedPubSub {
     On,
     /// Never sharded (`PUBLISH`/`SUBSCRIBE`); use when the Java side sets `OFF`.
     Off,
+}
+
+/// Credentials for the sentinels themselves ([`Config::with_sentinel_auth`](crate::Config::with_sentinel_auth)). Its `Debug`
+/// never shows the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SentinelAuth {
+    /// `None`: the `default` user (`AUTH <password>`, a sentinel with `requirepass`).
+    pub(crate) username: Option<String>,
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for SentinelAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentinelAuth")
+            .field("username", &self.username)
+            .field("password", &"***")
+            .finish()
+    }
+}
+
+impl crate::Config {
+    /// A client that only reads (default `false`): connecting skips the checks that the user may
+    /// load and run scripts (`SCRIPT LOAD`, `EVALSHA`) and the scripts' preload, so a user
+    /// allowed only read commands can connect and ask [`Lock::is_locked`](crate::Lock::is_locked),
+    /// [`Lock::remain_time_to_live`](crate::Lock::remain_time_to_live) and the like (the
+    /// operator CLI's `inspect`, `list` and `watch` connect so). Anything that writes still
+    /// sends its script and fails with the server's `NOPERM` for such a user.
+    ///
+    /// ```
+    /// use redisson_lock::Config;
+    /// let config = Config::new("redis://oncall@127.0.0.1/").with_read_only(true);
+    /// assert!(config.read_only());
+    /// ```
+    pub fn with_read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// See [`Config::with_read_only`](crate::Config::with_read_only).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
 }

@@ -4,7 +4,8 @@
 /// `url` with its user and password replaced by `***` (`redis://***@host:port/db`). A URL that
 /// does not parse, but has an `@` after its scheme, has everything between the scheme and that
 /// last `@` hidden instead: unreadable input is never shown with its secret.
-pub(crate) fn redact(url: &str) -> String {
+#[doc(hidden)]
+pub fn redact(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
             // Both setters only fail on URLs that cannot carry credentials (`mailto:`), which
@@ -25,9 +26,58 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// `url` with `password` set beside the user it names (`redis://ops@h` and `pw` give
+/// `redis://ops:pw@h`; `redis://h` gives `redis://:pw@h`, the default user), the password
+/// percent-encoded as the `url` crate does. The operator CLI's one way of joining a password
+/// from a file or the environment to a URL.
+///
+/// # Errors
+///
+/// A message (never containing the password) when `url` does not parse, cannot carry
+/// credentials, or already carries a password: two passwords for one connection is a mistake to
+/// report, not a choice to make silently.
+#[doc(hidden)]
+pub fn url_with_password(url: &str, password: &str) -> Result<String, String> {
+    let mut parsed =
+        url::Url::parse(url).map_err(|e| format!("cannot read the URL {}: {e}", redact(url)))?;
+    if parsed.password().is_some() {
+        return Err(format!(
+            "the URL {} carries a password and a second one was given (a password file or \
+             REDIS_PASSWORD): keep one",
+            redact(url)
+        ));
+    }
+    parsed
+        .set_password(Some(password))
+        .map_err(|()| format!("the URL {} cannot carry a password", redact(url)))?;
+    Ok(parsed.to_string())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{redact, url_with_password};
+
+    #[test]
+    fn a_password_joins_the_urls_user() {
+        let joined = |u: &str| url_with_password(u, "p@ss w").unwrap();
+        assert_eq!(joined("redis://h:1/0"), "redis://:p%40ss%20w@h:1/0");
+        assert_eq!(joined("redis://ops@h:1"), "redis://ops:p%40ss%20w@h:1");
+        assert_eq!(
+            joined("rediss://ops@[::1]:1/"),
+            "rediss://ops:p%40ss%20w@[::1]:1/"
+        );
+        // What redis-rs reads back is the password as given.
+        let info: redis::ConnectionInfo = joined("redis://ops@h:1").as_str().parse().unwrap();
+        assert_eq!(info.redis_settings().password(), Some("p@ss w"));
+        assert_eq!(info.redis_settings().username(), Some("ops"));
+        let e = url_with_password("redis://ops:other@h:1", "p@ss w").unwrap_err();
+        assert!(
+            e.contains("keep one") && !e.contains("other") && !e.contains("p@ss"),
+            "{e}"
+        );
+        let e = url_with_password("not a url", "p@ss w").unwrap_err();
+        assert!(!e.contains("p@ss"), "{e}");
+    }
 
     #[test]
     fn passwords_and_users_are_hidden() {

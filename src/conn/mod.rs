@@ -25,10 +25,13 @@ use crate::error::LockError;
 mod batch;
 mod cluster_route;
 mod cluster_watch;
+mod eviction;
 mod naming;
 mod open;
 mod replicas;
 mod sentinel;
+
+pub(crate) use eviction::{eviction_policy, warn_if_evicting};
 
 pub(crate) use naming::{Naming, DEFAULT_CLIENT_NAME};
 pub(crate) use open::cluster_connection;

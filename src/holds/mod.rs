@@ -21,7 +21,7 @@
 //! two renewal periods, while its lease is still valid ([`Hold::risk`]). The next confirmed
 //! renewal clears it ([`Hold::renewed`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -162,6 +162,16 @@ impl HoldState {
         self.grants.insert(at, grant);
     }
 
+    /// The outstanding grants whose id is not in `except`.
+    pub(crate) fn count_except(&self, except: &[GrantId]) -> u32 {
+        let n = self
+            .grants
+            .iter()
+            .filter(|g| !except.contains(&g.id))
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
     /// Moves a fixed grant's deadline (its lease was re-applied from a later instant).
     pub(crate) fn set_deadline(&mut self, id: GrantId, deadline: Instant) {
         if let Some(g) = self.grants.iter_mut().find(|g| g.id == id) {
@@ -214,8 +224,8 @@ pub(crate) struct Hold {
     pub(crate) kind: HoldKind,
     gate: Arc<Mutex<HoldState>>,
     /// The current epoch; `ended` wakes those waiting for it to move (`LockGuard::lost`), and
-    /// those waiting for the hold to go at risk (`LockGuard::at_risk`): each re-checks what it
-    /// waits for. An atomic and a `Notify` rather than a `watch` channel: a hold exists per
+    /// those waiting for the hold to go at risk (`LockGuard::at_risk`), and the owner's acquires
+    /// waiting for a background release (`Hold::live_grants`): each re-checks what it waits for. An atomic and a `Notify` rather than a `watch` channel: a hold exists per
     /// waiting owner too, and the channel's shared state (eight notifiers) was about 380 bytes
     /// of each.
     epoch: AtomicU64,
@@ -228,6 +238,13 @@ pub(crate) struct Hold {
     /// The last confirmed renewal, as nanoseconds after [`CLOCK_BASE`] (an atomic of 8 bytes
     /// rather than a mutex around an `Instant` of 24: a hold exists per parked waiter too).
     renewed_at: AtomicU64,
+    /// Grants whose guard was dropped (or whose `unlock()` failed) and whose release runs in the
+    /// background, by id: as far as their owner can tell they are released, so its next acquire
+    /// waits for them instead of counting them as held ([`Hold::live_grants`]). Read beside the
+    /// gate's grants, so an id whose grant is already out counts for nothing. `pending` is their
+    /// number, for the acquire's one-load check.
+    releasing: parking_lot::Mutex<Vec<GrantId>>,
+    pending: AtomicU32,
 }
 
 /// The instant hold timestamps count from; set before the first hold is made, so every instant
@@ -262,6 +279,8 @@ impl Hold {
             watchdog: AtomicBool::new(false),
             at_risk: AtomicBool::new(false),
             renewed_at: AtomicU64::new(stamp(Instant::now())),
+            releasing: parking_lot::Mutex::new(Vec::new()),
+            pending: AtomicU32::new(0),
         }
     }
 
@@ -317,7 +336,7 @@ impl Hold {
     /// Mirrors the gate's watchdog grants. The renewal clock starts when watching starts; it
     /// only moves on with confirmed renewals ([`Hold::renewed`]), never merely because a script
     /// ran.
-    pub(crate) fn set_watchdog(&self, gate: &Gate) {
+    pub(crate) fn set_watchdog(&self, gate: &HoldState) {
         let on = gate.watched();
         let was = self.watchdog.swap(on, Ordering::AcqRel);
         if on && !was {
@@ -463,6 +482,8 @@ impl Holds {
 }
 
 pub(crate) mod claims;
+mod releasing;
+pub(crate) use releasing::Releasing;
 pub(crate) mod permits;
 pub(crate) mod writers;
 

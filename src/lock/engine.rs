@@ -13,7 +13,6 @@ use super::Lock;
 use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::holds::claims::{Claim, Mode};
 use crate::holds::{Gate, GrantId, Hold, HoldKind, HoldState, Lease};
 use crate::observe::{self, Parked};
 use crate::owner::LockOwner;
@@ -196,8 +195,21 @@ impl<K: LockKind> Lock<K> {
         };
         // A default owner may not take what it holds or is taking (another future of its task
         // would re-enter instead of waiting); given up however this ends.
+        // This owner's releases still running in the background (a dropped guard's) are, as
+        // far as it can tell, done: waited for within the wait bound, by a try-once acquire too
+        // (bounded by the release's own retries), and never counted as held.
+        let own = match req.wait {
+            Some(w) if w.is_zero() => None,
+            _ => deadline,
+        };
         let _claim = match req.checked && K::SPEC.reentrant {
-            true => Some(self.claim(req.owner, &hold).await?),
+            true => match self.claim(req.owner, &hold, own).await? {
+                Some(claim) => Some(claim),
+                None => return Ok(None),
+            },
+            false if hold.releases_pending() && hold.live_grants(own).await.is_none() => {
+                return Ok(None)
+            }
             false => None,
         };
         let try_ = Try::new(self, &req, &hold);
@@ -247,46 +259,6 @@ impl<K: LockKind> Lock<K> {
             }
         }
         Ok(taken)
-    }
-
-    /// Claims this lock for a default owner's acquisition, or refuses it
-    /// ([`LockError::Reentry`]) when the owner is already acquiring it (another claim) or holds
-    /// it in this client (grants in its hold). Readers of a read-write lock share: a read is
-    /// refused only by the owner's write side, a write by either side. Local: no round trip.
-    async fn claim(&self, owner: LockOwner, hold: &Arc<Hold>) -> Result<Claim<'_>> {
-        let refused = || LockError::Reentry {
-            name: self.name().to_owned(),
-            owner,
-        };
-        let holds = self.client().holds();
-        let mode = match K::SPEC.layout {
-            Layout::Read => Mode::Shared,
-            _ => Mode::Exclusive,
-        };
-        // Claimed first, then the holds checked: a grant appears only under a claim (or for an
-        // explicit owner), so once claimed, no grant of this owner can slip in unseen.
-        let claim = holds
-            .claims
-            .claim(&self.shared.name, owner.id(), mode)
-            .ok_or_else(refused)?;
-        if mode == Mode::Exclusive && hold.gate().await.count() > 0 {
-            return Err(refused());
-        }
-        // The other side of a read-write lock, when this owner has its hold in this client.
-        let other = match K::SPEC.layout {
-            Layout::Read => Some(format!("{}{}", hold.field, Write::SPEC.field_suffix)),
-            Layout::Write => hold
-                .field
-                .strip_suffix(Write::SPEC.field_suffix)
-                .map(str::to_owned),
-            _ => None,
-        };
-        if let Some(other) = other.and_then(|f| holds.find(&self.shared.name, &f)) {
-            if other.gate().await.count() > 0 {
-                return Err(refused());
-            }
-        }
-        Ok(claim)
     }
 
     /// The read-write lock's writer preference ([`Config::with_writer_preference`]): a read

@@ -17,8 +17,32 @@ use crate::raw::{LockKind, Release};
 /// remembers its owner, so the release is right from any task.
 ///
 /// Release explicitly with `guard.unlock().await`, which reports what happened. Dropping a
-/// guard still releases the hold, in a background task on the current tokio runtime (Drop never
-/// blocks); with no runtime the hold expires with its lease.
+/// guard still releases the hold, in a background task on the current tokio runtime, or on the
+/// client's when dropped on a plain thread (Drop never blocks); should that runtime have shut
+/// down, the hold expires with its lease.
+///
+/// # Dropped guards and the next acquire
+///
+/// As with `tokio::sync::Mutex`, a guard dropped at the end of its scope is released as far as
+/// its owner can tell: the same task's next acquire of the lock waits for that background
+/// release (one round trip) instead of finding the lock still held by itself, so Redis (and a
+/// Java client) sees the hold count go 1, 0, 1, never 2. The wait counts against the acquire's
+/// own wait bound; a [`try_lock`](Lock::try_lock) waits for it too. The same holds after an
+/// [`unlock`](LockGuard::unlock) that returned an error: its guard's release goes on in the
+/// background and is waited for. When that release cannot complete (the server unreachable), the
+/// next acquire first trims the owner's hold back (`lua/trim.lua`) and fails with the
+/// connection error if the server is still away; a release refused for good (a key of the wrong
+/// type) is given up, and the hold expires with its lease.
+///
+/// ```
+/// # async fn do_work() -> Result<(), redisson_lock::LockError> { Ok(()) }
+/// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:item");
+/// for _ in 0..3 {
+///     let _guard = lock.lock().await?;
+///     do_work().await?;
+/// } // each iteration's guard is released here
+/// # Ok(()) })
+/// ```
 ///
 /// # Lost holds
 ///
@@ -27,15 +51,15 @@ use crate::raw::{LockKind, Release};
 /// lease. [`is_lost`](LockGuard::is_lost) tells you, and [`lost`](LockGuard::lost) resolves
 /// when it happens, so you can stop work that is no longer protected:
 ///
-/// ```no_run
+/// ```
 /// # async fn work() {}
-/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:LockGuard");
 /// let guard = lock.lock().await?;
 /// tokio::select! {
 ///     _ = work() => guard.unlock().await?,
 ///     _ = guard.lost() => eprintln!("lock lost; work abandoned"),
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 ///
 /// # At risk before lost
@@ -47,10 +71,10 @@ use crate::raw::{LockKind, Release};
 /// you, [`at_risk`](LockGuard::at_risk) resolves when it happens, and the next confirmed renewal
 /// clears it. A lost hold is always at risk too.
 ///
-/// ```no_run
+/// ```
 /// # async fn work() {}
 /// # async fn checkpoint() {}
-/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:LockGuard2");
 /// let guard = lock.lock().await?;
 /// tokio::select! {
 ///     _ = work() => {}
@@ -58,7 +82,7 @@ use crate::raw::{LockKind, Release};
 ///     _ = guard.at_risk() => checkpoint().await,
 /// }
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 ///
 /// A lock is a lease: a process paused past it (GC, SIGSTOP, swap) can still act after another
@@ -304,11 +328,11 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:unlock");
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn unlock(mut self) -> Result<()> {
         // The guard stays armed until the release is in flight: dropped before that (e.g. while
@@ -356,14 +380,14 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:reenter");
     /// let outer = lock.lock().await?;
     /// // `lock.lock()` here would be refused: this task holds it already.
     /// let inner = outer.reenter().await?; // hold count 2
     /// inner.unlock().await?;
     /// outer.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn reenter(&self) -> Result<LockGuard<K>> {
         self.reenter_as(None).await
@@ -383,15 +407,15 @@ impl<K: LockKind> LockGuard<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:guard:reenter_with_lease");
     /// use std::time::Duration;
     /// let outer = lock.lock().await?;
     /// let inner = outer.reenter_with_lease(Duration::from_secs(5)).await?;
     /// assert_eq!(inner.lease(), Some(Duration::from_secs(5)));
     /// inner.unlock().await?;
     /// outer.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn reenter_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         self.reenter_as(Some(lease)).await
@@ -475,48 +499,17 @@ impl LockGuard<crate::raw::Fenced> {
     /// `INCR`, hands out a token again. Keep the replica sync on (`WAIT`) and persistence enabled
     /// where stale writes matter; the fault suite pins this behaviour (`docs/reliability.md`).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
-    /// let guard = client.get_fenced_lock("ledger").lock().await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let guard = client.get_fenced_lock("audit-log").lock().await?;
     /// let token = guard.token();
     /// // storage.write_if_newer(token, ...)
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn token(&self) -> i64 {
         self.token.unwrap_or(0)
     }
 }
 
-impl<K: LockKind> Drop for LockGuard<K> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.armed = false;
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    let guard = LockGuard {
-                        lock: self.lock.clone(),
-                        hold: self.hold.clone(),
-                        epoch: self.epoch,
-                        grant: self.grant,
-                        lease: self.lease,
-                        token: self.token,
-                        armed: false,
-                        taken: self.taken,
-                    };
-                    rt.spawn(async move {
-                        if let Err(e) = guard.release().await {
-                            tracing::warn!(lock = %guard.lock.name(), error = %e, "release of a dropped guard failed");
-                        }
-                    });
-                }
-                Err(_) => tracing::warn!(
-                    lock = %self.lock.name(),
-                    "lock guard dropped outside a tokio runtime: the hold expires with its lease"
-                ),
-            }
-        } else {
-            self.lock.client().holds().forget(&self.hold);
-        }
-    }
-}
+mod dropped;

@@ -2,6 +2,7 @@
 //! The algorithm itself (acquire, wait, release, settle) is in [`engine`]; lock kinds
 //! ([`LockKind`]) only supply scripts.
 
+mod claim;
 mod cleanup;
 mod engine;
 #[cfg(test)]
@@ -50,8 +51,8 @@ use crate::time::MAX_DURATION;
 /// released), is one call away: through the hold you have ([`LockGuard::reenter`]), or with an
 /// explicit owner ([`Lock::with_owner`]), which re-enters plainly as Java's thread does.
 ///
-/// ```no_run
-/// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:Lock");
 /// let a = lock.lock().await?;
 /// // The same task again: refused, never a silent second hold.
 /// assert!(lock.try_lock().await.unwrap_err().is_reentry());
@@ -60,7 +61,7 @@ use crate::time::MAX_DURATION;
 /// assert_eq!(lock.hold_count().await?, 2);
 /// b.unlock().await?;
 /// a.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 ///
 /// # Redisson compatibility
@@ -71,17 +72,15 @@ use crate::time::MAX_DURATION;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// use std::time::Duration;
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
 /// let lock = client.get_lock("inventory");
 /// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2)).await? {
 ///     // ... critical section, renewed by the watchdog ...
 ///     guard.unlock().await?;
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 pub struct Lock<K: LockKind> {
     shared: Arc<Shared<K>>,
@@ -165,16 +164,16 @@ impl<K: LockKind> Lock<K> {
     /// the lock increments the hold count, whichever task or future does it (the default owner
     /// is refused with [`LockError::Reentry`] instead).
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use redisson_lock::LockOwner;
-    /// let lock = client.get_lock("jobs").with_owner(LockOwner::new(7));
+    /// let lock = client.get_lock("jobs").with_owner(LockOwner::unique());
     /// let guard = lock.lock().await?;
     /// let lock2 = lock.clone();
     /// // Another task re-enters the same hold.
-    /// tokio::spawn(async move { lock2.lock().await?.unlock().await }).await.ok();
+    /// tokio::spawn(async move { lock2.lock().await?.unlock().await }).await??;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn with_owner(&self, owner: LockOwner) -> Self {
         Lock {
@@ -266,11 +265,11 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:lock");
     /// let guard = lock.lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn lock(&self) -> Result<LockGuard<K>> {
         self.take(None, None).await?.ok_or(LockError::Timeout {
@@ -292,13 +291,13 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:lock_with_lease");
     /// use std::time::Duration;
     /// let guard = lock.lock_with_lease(Duration::from_secs(5)).await?;
     /// assert!(!guard.is_lost());
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard<K>> {
         check_lease(lease)?;
@@ -325,13 +324,13 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:try_lock");
     /// match lock.try_lock().await? {
     ///     Some(guard) => guard.unlock().await?,
     ///     None => println!("busy"),
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock(&self) -> Result<Option<LockGuard<K>>> {
         self.take(Some(Duration::ZERO), None).await
@@ -350,13 +349,13 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:try_lock_for");
     /// use std::time::Duration;
     /// if let Some(guard) = lock.try_lock_for(Duration::from_millis(500)).await? {
     ///     guard.unlock().await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<K>>> {
         self.take(Some(wait), None).await
@@ -375,14 +374,14 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:try_lock_with_lease");
     /// use std::time::Duration;
     /// let guard = lock.try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10)).await?;
     /// if let Some(guard) = guard {
     ///     guard.unlock().await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock_with_lease(
         &self,
@@ -407,11 +406,11 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:unlock");
     /// lock.lock().await?.detach();
     /// lock.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn unlock(&self) -> Result<()> {
         self.check_name()?;
@@ -447,10 +446,10 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:force_unlock");
     /// let deleted = lock.force_unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;

@@ -1,4 +1,6 @@
 //! The read-only questions a [`Lock`] answers: is it locked, by whom, how often, for how long.
+//! Asked right after a guard of the handle's owner was dropped, each first waits for that
+//! guard's background release, so the answer sees it released.
 
 use std::time::Duration;
 
@@ -33,13 +35,14 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:query:is_locked");
     /// let busy = lock.is_locked().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.check_name()?;
+        self.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
         match self.shared.kind.is_locked_script(self.name()) {
             Some(script) => {
@@ -65,11 +68,11 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:query:is_held_by_current");
     /// let guard = lock.lock().await?;
     /// assert!(lock.is_held_by_current().await?);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn is_held_by_current(&self) -> Result<bool> {
         self.is_held_by(self.owner()).await
@@ -87,14 +90,15 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:query:is_held_by");
     /// use redisson_lock::LockOwner;
     /// let held = lock.is_held_by(LockOwner::new(7)).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
         self.check_name()?;
+        self.after_releases(owner).await;
         let mut conn = self.client().conn();
         conn.hexists(self.name(), self.field(owner))
             .await
@@ -114,15 +118,16 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:query:hold_count");
     /// let outer = lock.lock().await?;
-    /// let inner = lock.lock().await?;
+    /// let inner = outer.reenter().await?; // a second `lock()` here would be refused
     /// assert_eq!(lock.hold_count().await?, 2);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         self.check_name()?;
+        self.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
         let count: Option<u32> = conn
             .hget(self.name(), self.field(self.owner()))
@@ -143,16 +148,17 @@ impl<K: LockKind> Lock<K> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::RLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:query:remain_time_to_live");
     /// use redisson_lock::LockTtl;
     /// if let LockTtl::Expires(left) = lock.remain_time_to_live().await? {
     ///     println!("free in at most {left:?}");
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
         self.check_name()?;
+        self.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
         let ttl: i64 = conn.pttl(self.name()).await?;
         Ok(match ttl {
@@ -184,11 +190,11 @@ impl Lock<crate::raw::Fenced> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(lock: redisson_lock::FencedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_fenced_lock("doc:query:current_token");
     /// let guard = lock.lock().await?;
     /// assert_eq!(lock.current_token().await?, Some(guard.token()));
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn current_token(&self) -> Result<Option<i64>> {
         self.check_name()?;

@@ -27,7 +27,8 @@ impl<K: LockKind> Lock<K> {
     /// cover the grants that remain (not the released one's lease, and not the watchdog's
     /// when only fixed leases remain). `pending` is cleared once the release script is about
     /// to be sent: from then on a dropped future completes the release in the background;
-    /// before that, nothing was released.
+    /// before that, nothing was released. It is set again when the script failed before
+    /// changing anything: the grant is restored, still the caller's to release.
     pub(crate) async fn release(
         &self,
         hold: &Arc<Hold>,
@@ -80,9 +81,11 @@ impl<K: LockKind> Lock<K> {
                 }
                 Err(e) => {
                     flight.settled();
-                    // The script failed before changing anything (e.g. WRONGTYPE).
+                    // The script failed before changing anything (e.g. WRONGTYPE): the grant is
+                    // still held, and still the caller's to release (a guard's drop does).
                     if let Some(g) = grant {
                         gate.restore(g);
+                        *pending = true;
                     }
                     return Err(from_script(self.name(), e));
                 }

@@ -28,16 +28,16 @@ use crate::error::{QuorumError, QuorumOperation};
 ///
 /// # Examples
 ///
-/// ```no_run
+/// ```
 /// # async fn work() {}
-/// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+/// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:guard:MultiLockGuard");
 /// use std::time::Duration;
 /// let guard = redlock.lock_with_lease(Duration::from_secs(10)).await?;
 /// tokio::select! {
 ///     _ = work() => guard.unlock().await?,
 ///     _ = guard.lost() => eprintln!("quorum lost; work abandoned"),
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[must_use = "if unused the multi-lock is immediately released"]
 #[clippy::has_significant_drop]
@@ -153,13 +153,13 @@ impl MultiLockGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:guard:unlock2");
     /// let guard = redlock.lock().await?;
     /// if let Err(e) = guard.unlock().await {
     ///     eprintln!("some nodes were not released: {e}");
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn unlock(self) -> Result<()> {
         let MultiLockGuard { guards, .. } = self;

@@ -19,16 +19,16 @@ use crate::{Lock, LockGuard};
 /// [`Lock`] of any kind. Every `Lock<K>` converts into one (`From`), so a list of one kind is
 /// passed as it is, and a list that mixes kinds names the conversion:
 ///
-/// ```no_run
-/// # async fn f(a: redisson_lock::Client, b: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|a| async move { let b = redisson_lock::__doctest::client().await;
 /// use redisson_lock::{MemberLock, MultiLock};
 /// let both: MultiLock = MultiLock::new([
-///     MemberLock::from(a.get_fair_lock("orders:42")),
+///     MemberLock::from(a.get_fair_lock("orders:48")),
 ///     MemberLock::from(b.get_read_write_lock("stock").write_lock()),
 /// ])?;
 /// let guard = both.lock().await?;
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone)]
 pub struct MemberLock(Arc<dyn Member>);

@@ -132,15 +132,15 @@ pub type RedLock = MultiLock<Majority>;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # async fn f(a: redisson_lock::Client, b: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|a| async move { let b = redisson_lock::__doctest::client().await;
 /// use redisson_lock::MultiLock;
 /// // Orders and stock live on different masters; take both or neither.
-/// let both: MultiLock = MultiLock::new([a.get_lock("orders:42"), b.get_lock("stock:7")])?;
+/// let both: MultiLock = MultiLock::new([a.get_lock("orders:49"), b.get_lock("stock:7")])?;
 /// let guard = both.lock().await?;
 /// // ... critical section ...
 /// guard.unlock().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 pub struct MultiLock<P: QuorumPolicy = All> {
     locks: Vec<MemberLock>,
@@ -181,13 +181,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(a: redisson_lock::Client, b: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|a| async move { let b = redisson_lock::__doctest::client().await;
     /// use redisson_lock::{MultiLock, RedLock};
     /// let multi: MultiLock = MultiLock::new([a.get_lock("x"), b.get_lock("y")])?;
     /// let red = RedLock::new([a.get_lock("x"), b.get_lock("x")])?;
     /// assert!(RedLock::new(Vec::<redisson_lock::RLock>::new()).is_err());
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn new<L: Into<MemberLock>>(locks: impl IntoIterator<Item = L>) -> Result<Self> {
         let locks: Vec<MemberLock> = locks.into_iter().map(Into::into).collect();
@@ -210,11 +210,11 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// without one), at most the member's client response timeout. A zero timeout is rejected
     /// by the acquire methods.
     ///
-    /// ```no_run
-    /// # async fn f(locks: Vec<redisson_lock::RLock>) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let locks = vec![client.get_lock("doc:multi:with_node_timeout:1"), client.get_lock("doc:multi:with_node_timeout:2"), client.get_lock("doc:multi:with_node_timeout:3")];
     /// use std::time::Duration;
     /// let redlock = redisson_lock::RedLock::new(locks)?.with_node_timeout(Duration::from_millis(50));
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn with_node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = Some(timeout);
@@ -247,11 +247,11 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:multi:lock");
     /// let guard = redlock.lock().await?;
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn lock(&self) -> Result<MultiLockGuard> {
         self.acquire(None, None).await?.ok_or(LockError::Timeout {
@@ -274,13 +274,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:multi:lock_with_lease");
     /// use std::time::Duration;
     /// let guard = redlock.lock_with_lease(Duration::from_secs(10)).await?;
     /// assert!(guard.remaining_validity() <= Some(Duration::from_secs(10)));
     /// guard.unlock().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiLockGuard> {
         self.acquire(None, Some(lease))
@@ -308,13 +308,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:multi:try_lock");
     /// match redlock.try_lock().await? {
     ///     Some(guard) => guard.unlock().await?,
     ///     None => println!("busy"),
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock(&self) -> Result<Option<MultiLockGuard>> {
         self.acquire(Some(Duration::ZERO), None).await
@@ -333,13 +333,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:multi:try_lock_for");
     /// use std::time::Duration;
     /// if let Some(guard) = redlock.try_lock_for(Duration::from_secs(2)).await? {
     ///     guard.unlock().await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
         self.acquire(Some(wait), None).await
@@ -359,14 +359,14 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:multi:try_lock_with_lease");
     /// use std::time::Duration;
     /// let wait = Duration::from_millis(500);
     /// if let Some(guard) = redlock.try_lock_with_lease(wait, Duration::from_secs(10)).await? {
     ///     guard.unlock().await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_lock_with_lease(
         &self,

@@ -29,13 +29,13 @@ impl<P: QuorumPolicy> MultiLock<P> {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(redlock: redisson_lock::RedLock) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let redlock = redisson_lock::__doctest::redlock(&client, "doc:query:is_held_by_current2");
     /// let guard = redlock.lock().await?;
     /// assert!(redlock.is_held_by_current().await?);
     /// guard.unlock().await?;
     /// assert!(!redlock.is_held_by_current().await?);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn is_held_by_current(&self) -> Result<bool> {
         self.check(None)?;

@@ -38,16 +38,14 @@ use crate::shared::Client;
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// let ready = client.get_count_down_latch("workers-ready");
 /// ready.try_set_count(3).await?;
 /// // ... each of three workers calls `count_down()` when ready ...
 /// # for _ in 0..3 { ready.count_down().await?; }
 /// ready.wait().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct CountDownLatch {
@@ -144,13 +142,13 @@ impl CountDownLatch {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(batch: redisson_lock::CountDownLatch) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let batch = client.get_count_down_latch("doc:count_down_latch:wait_for");
     /// use std::time::Duration;
     /// if !batch.wait_for(Duration::from_secs(10)).await? {
     ///     println!("still {} to go", batch.get_count().await?);
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn wait_for(&self, wait: Duration) -> Result<bool> {
         self.wait_until(Some(wait)).await

@@ -15,6 +15,7 @@ mod permit_guard;
 mod permit_semaphore;
 mod rate_limiter;
 mod semaphore;
+mod semaphore_guard;
 mod ttl;
 
 pub use count_down_latch::CountDownLatch;
@@ -22,6 +23,7 @@ pub use permit_guard::PermitGuard;
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rate_limiter::{RateLimiter, RateLimiterConfig, RateType};
 pub use semaphore::Semaphore;
+pub use semaphore_guard::SemaphoreGuard;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

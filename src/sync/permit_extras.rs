@@ -22,12 +22,12 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:get_permits"); slots.try_set_permits(4).await?;
     /// let total = slots.get_permits().await?;
     /// let held = slots.acquired_permits().await?;
     /// assert_eq!(total - held, slots.available_permits().await?);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn get_permits(&self) -> Result<i64> {
         self.counts(false).await
@@ -70,11 +70,11 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:set_permits"); slots.try_set_permits(4).await?;
     /// slots.set_permits(8).await?;
     /// assert_eq!(slots.get_permits().await?, 8);
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn set_permits(&self, permits: i32) -> Result<()> {
         let c = &self.inner;
@@ -104,12 +104,12 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:get_lease_time"); slots.try_set_permits(4).await?;
     /// use std::time::Duration;
     /// let id = slots.with_lease(Duration::from_secs(60)).acquire().await?;
     /// assert!(slots.get_lease_time(&id).await?.unwrap() <= Duration::from_secs(60));
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn get_lease_time(&self, id: &PermitId) -> Result<Option<Duration>> {
         let c = &self.inner;
@@ -141,12 +141,12 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:release_many"); slots.try_set_permits(4).await?;
     /// let a = slots.acquire().await?;
     /// let b = slots.acquire().await?;
     /// slots.release_many(&[a, b]).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn release_many(&self, ids: &[PermitId]) -> Result<()> {
         let released = self.try_release_many(ids).await?;
@@ -232,13 +232,13 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:acquire_many"); slots.try_set_permits(4).await?;
     /// use std::time::Duration;
     /// let ids = slots.with_lease(Duration::from_secs(60)).acquire_many(3).await?;
     /// assert_eq!(ids.len(), 3);
     /// slots.release_many(&ids).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn acquire_many(&self, permits: u32) -> Result<Vec<PermitId>> {
         match self
@@ -282,14 +282,14 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_extras:try_acquire_many_for"); slots.try_set_permits(4).await?;
     /// use std::time::Duration;
     /// let ids = slots.try_acquire_many_for(2, Duration::from_secs(1)).await?;
     /// if !ids.is_empty() {
     ///     slots.release_many(&ids).await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_acquire_many_for(
         &self,

@@ -30,16 +30,14 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
-    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// let slots = client.get_permit_expirable_semaphore("render-slots");
     /// slots.try_set_permits(2).await?;
     /// let permit = slots.acquire_guarded().await?;
     /// // ... work for as long as it takes; if this process dies the slot comes back ...
     /// permit.release().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn acquire_guarded(&self) -> Result<PermitGuard> {
         match self.try_acquire_guarded_within(None).await? {
@@ -64,17 +62,15 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { client.get_permit_expirable_semaphore("encode-slots").try_set_permits(1).await?;
     /// use std::time::Duration;
-    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// let slots = client.get_permit_expirable_semaphore("encode-slots");
     /// if let Some(permit) = slots.try_acquire_guarded_for(Duration::from_secs(5)).await? {
     ///     println!("got permit {}", permit.id());
     ///     drop(permit); // released in the background
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_acquire_guarded_for(&self, wait: Duration) -> Result<Option<PermitGuard>> {
         self.try_acquire_guarded_within(Some(wait)).await
@@ -119,18 +115,16 @@ impl PermitExpirableSemaphore {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-/// let slots = client.get_permit_expirable_semaphore("render-slots");
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move { client.get_permit_expirable_semaphore("export-slots").try_set_permits(1).await?;
+/// let slots = client.get_permit_expirable_semaphore("export-slots");
 /// let permit = slots.acquire_guarded().await?;
 /// tokio::select! {
 ///     _ = permit.lost() => eprintln!("the permit was taken away"),
 ///     _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
 /// }
 /// permit.release().await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the permit"]
@@ -280,14 +274,12 @@ impl PermitGuard {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
-    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { client.get_permit_expirable_semaphore("upload-slots").try_set_permits(1).await?;
+    /// let slots = client.get_permit_expirable_semaphore("upload-slots");
     /// let permit = slots.acquire_guarded().await?;
     /// permit.release().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
@@ -314,16 +306,10 @@ impl Drop for PermitGuard {
         }
         self.armed = false;
         crate::observe::hold_time("permit_semaphore", self.taken.elapsed());
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let sem = self.sem.clone();
-                let id = self.id.clone();
-                rt.spawn(async move { sem.give_back(&id).await });
-            }
-            Err(_) => tracing::warn!(
-                semaphore = %self.sem.name,
-                "permit guard dropped outside a tokio runtime: the permit expires with its lease"
-            ),
-        }
+        // On the current runtime, else on the client's (a guard dropped on a plain thread).
+        let (sem, id) = (self.sem.clone(), self.id.clone());
+        self.sem
+            .client
+            .spawn(async move { sem.give_back(&id).await });
     }
 }

@@ -107,19 +107,17 @@ impl std::fmt::Display for PermitId {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// use std::time::Duration;
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-/// let slots = client.get_permit_expirable_semaphore("render-slots");
+/// let slots = client.get_permit_expirable_semaphore("thumbnail-slots");
 /// slots.try_set_permits(2).await?;
 /// // A permit that returns to the pool by itself if this process dies.
 /// let id = slots.with_lease(Duration::from_secs(30)).acquire().await?;
 /// // ... work; extend the lease while it lasts ...
 /// slots.update_lease_time(&id, Some(Duration::from_secs(30))).await?;
 /// slots.release(&id).await?;
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct PermitExpirableSemaphore {
@@ -300,14 +298,14 @@ impl PermitExpirableSemaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(slots: redisson_lock::PermitExpirableSemaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let slots = client.get_permit_expirable_semaphore("doc:permit_semaphore:with_lease"); slots.try_set_permits(4).await?;
     /// use std::time::Duration;
     /// let leased = slots.with_lease(Duration::from_secs(60));
     /// if let Some(id) = leased.try_acquire_for(Duration::from_secs(1)).await? {
     ///     slots.release(&id).await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub fn with_lease(&self, lease: Duration) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
@@ -519,13 +517,11 @@ impl PermitExpirableSemaphore {
     /// positive amount is published, which wakes waiters). Permits held keep their ids and
     /// leases.
     ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), redisson_lock::LockError> {
-    /// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
-    /// let slots = client.get_permit_expirable_semaphore("render-slots");
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
+    /// let slots = client.get_permit_expirable_semaphore("preview-slots");
     /// slots.add_permits(2).await?; // two more render slots from now on
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     ///
     /// # Errors

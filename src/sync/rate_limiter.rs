@@ -125,18 +125,16 @@ pub struct RateLimiterConfig {
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// use std::time::Duration;
 /// use redisson_lock::{RateLimiterConfig, RateType};
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
 /// let limiter = client.get_rate_limiter("api-calls");
 /// limiter.try_set_rate(RateLimiterConfig::new(RateType::Overall, 100, Duration::from_secs(1))).await?;
 /// if limiter.try_acquire_for(Duration::from_millis(500)).await? {
 ///     // ... call the API ...
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct RateLimiter {
@@ -275,11 +273,11 @@ impl RateLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let limiter = client.get_rate_limiter("doc:rate_limiter:delete"); limiter.try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, std::time::Duration::from_secs(1))).await?;
     /// limiter.delete().await?;
     /// assert!(limiter.config().await?.is_none());
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn delete(&self) -> Result<bool> {
         self.inner.named.check()?;
@@ -432,11 +430,11 @@ impl RateLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let limiter = client.get_rate_limiter("doc:rate_limiter:acquire"); limiter.try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, std::time::Duration::from_secs(1))).await?;
     /// limiter.acquire().await?;
     /// limiter.acquire_many(3).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn acquire(&self) -> Result<()> {
         self.acquire_many(1).await
@@ -468,13 +466,13 @@ impl RateLimiter {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(limiter: redisson_lock::RateLimiter) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let limiter = client.get_rate_limiter("doc:rate_limiter:try_acquire"); limiter.try_set_rate(redisson_lock::RateLimiterConfig::new(redisson_lock::RateType::Overall, 10, std::time::Duration::from_secs(1))).await?;
     /// use std::time::Duration;
     /// if limiter.try_acquire().await? || limiter.try_acquire_for(Duration::from_millis(500)).await? {
     ///     // ... call the API ...
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_acquire(&self) -> Result<bool> {
         self.try_acquire_many_for(1, Duration::ZERO).await

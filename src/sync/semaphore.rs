@@ -59,18 +59,16 @@ const MIN_RECEIPT_TTL: Duration = Duration::from_secs(60);
 ///
 /// # Examples
 ///
-/// ```no_run
-/// # #[tokio::main]
-/// # async fn main() -> Result<(), redisson_lock::LockError> {
+/// ```
+/// # redisson_lock::__doctest::run(|client| async move {
 /// use std::time::Duration;
-/// let client = redisson_lock::Client::connect("redis://127.0.0.1/").await?;
 /// let pool = client.get_semaphore("db-connections");
 /// pool.try_set_permits(10).await?;
 /// if pool.try_acquire_many_for(2, Duration::from_secs(5)).await? {
 ///     // ... use two connections ...
 ///     pool.release_many(2).await?;
 /// }
-/// # Ok(()) }
+/// # Ok(()) })
 /// ```
 #[derive(Clone, Debug)]
 pub struct Semaphore {
@@ -215,12 +213,12 @@ impl Semaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move {
     /// use std::time::Duration;
     /// let today = client.get_semaphore("quota:2026-11-26");
     /// today.try_set_permits_with_ttl(1000, Duration::from_secs(24 * 3600)).await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> Result<bool> {
         self.inner.check()?;
@@ -243,12 +241,12 @@ impl Semaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let pool = client.get_semaphore("doc:semaphore:acquire"); pool.try_set_permits(2).await?;
     /// pool.acquire().await?;
     /// // ... work ...
     /// pool.release().await?;
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn acquire(&self) -> Result<()> {
         self.acquire_many(1).await
@@ -282,13 +280,13 @@ impl Semaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let pool = client.get_semaphore("doc:semaphore:try_acquire"); pool.try_set_permits(2).await?;
     /// use std::time::Duration;
     /// if pool.try_acquire().await? || pool.try_acquire_for(Duration::from_secs(1)).await? {
     ///     pool.release().await?;
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn try_acquire(&self) -> Result<bool> {
         self.try_acquire_many_for(1, Duration::ZERO).await
@@ -470,12 +468,12 @@ impl Semaphore {
     ///
     /// # Examples
     ///
-    /// ```no_run
-    /// # async fn f(pool: redisson_lock::Semaphore) -> Result<(), redisson_lock::LockError> {
+    /// ```
+    /// # redisson_lock::__doctest::run(|client| async move { let pool = client.get_semaphore("doc:semaphore:release_if_exists"); pool.try_set_permits(2).await?;
     /// if !pool.release_if_exists(1).await? {
     ///     println!("the pool expired: nothing to give back");
     /// }
-    /// # Ok(()) }
+    /// # Ok(()) })
     /// ```
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
         self.inner.check()?;

@@ -26,12 +26,12 @@ macro_rules! expirable {
             ///
             /// # Examples
             ///
-            /// ```no_run
-            #[doc = concat!("# async fn f(client: redisson_lock::Client) -> Result<(), redisson_lock::LockError> {")]
+            /// ```
+            #[doc = concat!("# redisson_lock::__doctest::run(|client| async move {")]
             #[doc = $example]
             /// assert!(matches!(x.remain_time_to_live().await?, redisson_lock::KeyTtl::Expires(_)));
             /// x.clear_expire().await?;
-            /// # Ok(()) }
+            /// # Ok(()) })
             /// ```
             pub async fn expire(&self, ttl: Duration) -> Result<bool> {
                 let $s = self;

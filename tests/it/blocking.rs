@@ -160,14 +160,17 @@ fn other_kinds_work_blocking() {
     assert!(!fair.is_locked().unwrap());
 }
 
-/// Called from inside a tokio runtime, the blocking API refuses (no nested block_on panic),
-/// and dropping its handles there does not panic either.
+/// Called from inside a current-thread tokio runtime, the blocking API refuses (no nested
+/// block_on panic, no blocked runtime), and dropping its handles there does not panic either.
 #[test]
-fn inside_a_runtime_calls_are_refused_not_panicking() {
+fn inside_a_current_thread_runtime_calls_are_refused_not_panicking() {
     let (_server, client) = blocking_fixture();
     let lock = client.get_lock("blocking:nested");
     let held = lock.lock().unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let (lock2, client2) = (lock.clone(), client.clone());
     rt.block_on(async move {
         assert!(matches!(
@@ -189,4 +192,41 @@ fn inside_a_runtime_calls_are_refused_not_panicking() {
         drop(lock);
         drop(client);
     });
+}
+
+/// From `spawn_blocking` on a multi-thread runtime (where tokio puts blocking code), and on one
+/// of its workers, the blocking API works as on a plain thread; a guard dropped at the end of
+/// its scope there is released, so the next iteration takes the lock again.
+#[test]
+fn inside_a_multi_thread_runtime_the_blocking_api_works() {
+    let (_server, client) = blocking_fixture();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let lock = client.get_lock("blocking:spawn_blocking");
+    let (l, c, l2) = (lock.clone(), client.clone(), lock.clone());
+    rt.block_on(async move {
+        tokio::task::spawn_blocking(move || {
+            for _ in 0..20 {
+                let _guard = l.lock().unwrap();
+                assert_eq!(l.hold_count().unwrap(), 1);
+            }
+            // A client made there works too.
+            drop(c);
+        })
+        .await
+        .unwrap();
+        // On a worker: `block_in_place` hands it over first.
+        let l = l2;
+        tokio::spawn(async move {
+            let guard = l.lock().unwrap();
+            assert!(!guard.is_lost());
+            guard.unlock().unwrap();
+        })
+        .await
+        .unwrap();
+    });
+    assert!(!lock.is_locked().unwrap());
 }

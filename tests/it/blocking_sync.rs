@@ -232,8 +232,11 @@ fn permit_batches_and_leases_through_the_blocking_semaphore() {
         gpus.remain_time_to_live().unwrap(),
         KeyTtl::Expires(_)
     ));
-    // From inside a runtime the synchronizers refuse too, before sending anything.
-    let rt = tokio::runtime::Runtime::new().unwrap();
+    // From inside a current-thread runtime the synchronizers refuse too, before sending anything.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let (g, s) = (gpus.clone(), client.get_semaphore("bs:nested"));
     rt.block_on(async move {
         assert!(matches!(

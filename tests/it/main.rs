@@ -25,6 +25,7 @@ mod cluster;
 mod cluster_route;
 mod connect;
 mod count_down_latch;
+mod dropped_guards;
 mod failover_aware;
 mod failovers;
 mod fair_linger;
@@ -50,6 +51,8 @@ mod multi_lock;
 mod multi_query;
 mod non_reentrant;
 mod owner_tasks;
+// Issue 37: the programs users write, one module per pattern family.
+mod patterns;
 // Real network partitions: namespaces, veth pairs and a bridge (support/netns.rs).
 mod partitions;
 mod permit_extras;

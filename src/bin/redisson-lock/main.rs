@@ -250,10 +250,34 @@ fn verbosity(verbose: u8) {
         .try_init();
 }
 
+/// On stderr (stdout stays the command's): whether the server may evict lock keys, which loses
+/// them for every client unseen; or that it could not be asked.
+async fn eviction_warning(target: &target::Target) {
+    match target.client.eviction_risk().await {
+        Ok(Some(policy)) => eprintln!(
+            "warning: the server may evict keys (maxmemory is set, maxmemory-policy {policy}): \
+             a lock key evicted is lost for every client without anyone being told"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("note: cannot tell whether the server may evict lock keys (CONFIG GET: {e})")
+        }
+    }
+}
+
 /// Runs the command; `Ok`: the exit code.
 async fn dispatch(cli: Cli) -> Result<u8> {
-    let target = target::Target::connect(&cli.global).await?;
+    // The commands that only read connect as a read-only client: an on-call user allowed
+    // only read commands (no `SCRIPT LOAD`) can run them.
+    let reads = matches!(
+        cli.command,
+        Command::Inspect { .. } | Command::List { .. } | Command::Watch { .. }
+    );
+    let target = target::Target::connect(&cli.global, reads).await?;
     let json = cli.global.json;
+    if matches!(cli.command, Command::Inspect { .. } | Command::List { .. }) {
+        eviction_warning(&target).await;
+    }
     match cli.command {
         Command::Inspect { name, exit_status } => {
             // The command layer joins the two: `inspect` reads, `render` formats.

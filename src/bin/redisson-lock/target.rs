@@ -25,30 +25,27 @@ pub struct Target {
 
 impl Target {
     /// Connects as the flags say; a failure names the (redacted) URL.
-    pub async fn connect(global: &Global) -> Result<Target> {
+    /// `read_only`: the command only reads (`Config::with_read_only`).
+    pub async fn connect(global: &Global, read_only: bool) -> Result<Target> {
         let password = password(global)?;
+        // The password joins the user the URL names (`redis://ops@host` authenticates as
+        // `ops`); a URL with a password of its own beside a second source is refused.
         let with_password = |url: &String| match &password {
-            Some(p) => with_password(url, p),
-            None => url.clone(),
+            Some(p) => redisson_lock::url_with_password(url, p).map_err(Failure),
+            None => Ok(url.clone()),
         };
+        let urls = |urls: &[String]| urls.iter().map(with_password).collect::<Result<Vec<_>>>();
         let config = if !global.cluster.is_empty() {
-            Config::cluster(global.cluster.iter().map(with_password).collect::<Vec<_>>())
+            Config::cluster(urls(&global.cluster)?)
         } else if !global.sentinel.is_empty() {
             let master = global.master.clone().unwrap_or_default();
-            Config::sentinel(
-                global
-                    .sentinel
-                    .iter()
-                    .map(with_password)
-                    .collect::<Vec<_>>(),
-                master,
-            )
+            Config::sentinel(urls(&global.sentinel)?, master)
         } else {
             let url = match &global.url_file {
                 Some(file) => first_line(file, "URL")?,
                 None => global.url.clone(),
             };
-            Config::new(with_password(&url))
+            Config::new(with_password(&url)?)
         };
         let config = match global.watchdog_timeout {
             Some(lease) => config.with_watchdog_timeout(lease),
@@ -57,7 +54,8 @@ impl Target {
         let config = match tls(global) {
             Some(tls) => config.with_tls(tls),
             None => config,
-        };
+        }
+        .with_read_only(read_only);
         match Client::with_config(config.clone()).await {
             Ok(client) => {
                 let url = redact(config.url());
@@ -215,28 +213,6 @@ fn first_line(file: &std::path::Path, what: &str) -> Result<String> {
     Ok(line)
 }
 
-/// `url` with `password` in it, unless it carries credentials already
-/// (`redis://host:6379` -> `redis://:<password>@host:6379`, the password percent-encoded).
-pub fn with_password(url: &str, password: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    if rest[..authority_end].contains('@') {
-        return url.to_owned();
-    }
-    let mut encoded = String::new();
-    for b in password.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            encoded.push(b as char);
-        } else {
-            encoded.push_str(&format!("%{b:02X}"));
-        }
-    }
-    format!("{}:{encoded}@{rest}", &url[..scheme_end + 3])
-}
-
 /// The TLS flags as crate settings (`None`: no flag given).
 fn tls(global: &Global) -> Option<redisson_lock::Tls> {
     let mut tls = redisson_lock::Tls::new();
@@ -325,12 +301,9 @@ pub fn parse_cluster_nodes(text: &str) -> Vec<Node> {
     nodes
 }
 
-/// `url` with any password replaced by `***` (the crate's `Config` redaction rule).
+/// `url` with its user and password replaced by `***` (the crate's own rule).
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
-    }
+    redisson_lock::redact_url(url)
 }
 
 #[cfg(test)]
@@ -353,22 +326,5 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
             ("127.0.0.1", 30002)
         );
         assert!(nodes[1].master && nodes[2].master);
-    }
-
-    #[test]
-    fn a_password_goes_into_urls_without_credentials() {
-        assert_eq!(
-            with_password("redis://h:1/0", "p@ss"),
-            "redis://:p%40ss@h:1/0"
-        );
-        assert_eq!(with_password("rediss://h:1", "x"), "rediss://:x@h:1");
-        assert_eq!(with_password("redis://u:pw@h:1", "x"), "redis://u:pw@h:1");
-    }
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact("redis://:pw@h:1/"), "redis://***@h:1/");
-        assert_eq!(redact("redis://u:pw@h:1/0"), "redis://***@h:1/0");
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
     }
 }

@@ -5,12 +5,14 @@
 //! One file per command; this module holds the shared helpers (running the binary, its
 //! arguments, a running `watch`'s lines).
 
+mod eviction;
 mod force_unlock;
 mod holders;
 mod inspect;
 mod kinds;
 mod list;
 mod options;
+mod read_only;
 mod run;
 mod synchronizers;
 #[cfg(feature = "tls")]
@@ -147,7 +149,16 @@ impl Watch {
     }
 
     pub(crate) fn start(args: &[String]) -> Watch {
-        let mut child = command(args).stdin(Stdio::null()).spawn().unwrap();
+        Watch::start_with_env(args, &[])
+    }
+
+    /// [`start`](Watch::start) with these environment variables set.
+    pub(crate) fn start_with_env(args: &[String], env: &[(&str, &str)]) -> Watch {
+        let mut cmd = command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.stdin(Stdio::null()).spawn().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         Watch {
             child,

@@ -84,3 +84,94 @@ async fn verbose_traces_on_stderr_and_completions_need_no_server() {
     let out = cli(&["completions".to_owned(), "nosh".to_owned()]).await;
     assert_eq!(out.code, 2);
 }
+
+/// An ACL user named in the URL with the password from `$REDIS_PASSWORD` or `--password-file`
+/// (the documented way to keep it out of argv) authenticates as that user: with the default user
+/// off (it failed with `NOAUTH`), and with the default user on but allowed nothing (it silently
+/// connected as the default user). A URL with a password of its own beside a second source is
+/// an error that shows neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_user_with_a_password_from_a_file_or_the_environment_is_that_user() {
+    for default_user in ["off", "on"] {
+        let server = TestServer::start();
+        let mut raw = server.conn().await;
+        let acl = |args: &[&str]| {
+            let mut c = redis::cmd("ACL");
+            c.arg(args);
+            c
+        };
+        let _: () = acl(&["SETUSER", "ops", "on", ">ops-pw-5521", "+@all", "~*", "&*"])
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        // The default user: off, or on and allowed nothing a CLI command needs.
+        let _: () = acl(&[
+            "SETUSER",
+            "default",
+            "resetkeys",
+            "-@all",
+            "+hello",
+            "+auth",
+            default_user,
+        ])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+        drop(raw);
+        let url = format!("redis://ops@127.0.0.1:{}", server.port);
+        let run = |extra: &[&str], env: &[(&str, &str)]| {
+            let mut a = vec!["--url".to_owned(), url.clone()];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a.extend(["inspect", "cli:acl"].map(String::from));
+            let mut cmd = command(&a);
+            cmd.env_remove("REDIS_PASSWORD")
+                .env_remove("REDIS_PASSWORD_FILE")
+                .env_remove("REDIS_URL_FILE");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            async move {
+                let out = cmd.output().await.unwrap();
+                (
+                    out.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&out.stdout).into_owned(),
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            }
+        };
+        let (code, out, err) = run(&[], &[("REDIS_PASSWORD", "ops-pw-5521")]).await;
+        assert_eq!(
+            code, 0,
+            "default user {default_user}, REDIS_PASSWORD: {err}"
+        );
+        assert!(out.contains("not locked"), "{out}");
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "ops-pw-5521").unwrap();
+        let path = file.path().to_str().unwrap().to_owned();
+        let (code, _, err) = run(&["--password-file", &path], &[]).await;
+        assert_eq!(
+            code, 0,
+            "default user {default_user}, --password-file: {err}"
+        );
+        // Two passwords: refused, neither shown.
+        let mut a = vec![
+            "--url".to_owned(),
+            format!("redis://ops:url-pw-0042@127.0.0.1:{}", server.port),
+        ];
+        a.extend(["inspect", "cli:acl"].map(String::from));
+        let out = command(&a)
+            .env("REDIS_PASSWORD", "ops-pw-5521")
+            .env_remove("REDIS_PASSWORD_FILE")
+            .env_remove("REDIS_URL_FILE")
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("keep one"), "{err}");
+        assert!(
+            !err.contains("url-pw-0042") && !err.contains("ops-pw-5521"),
+            "{err}"
+        );
+    }
+}
