@@ -70,7 +70,7 @@ pub use config::{redact as redact_url, url_with_password};
 pub use error::{LockError, Result};
 pub use fencing::FencedValue;
 pub use lock::LockGuard;
-pub use lock::{Lock, LockTtl};
+pub use lock::{ForceUnlock, Lock, LockTtl};
 pub use multi::{
     All, Majority, MemberLock, MultiLock, MultiLockGuard, QuorumError, QuorumOperation,
     QuorumPolicy, RedLock,

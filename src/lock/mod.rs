@@ -7,6 +7,7 @@ mod cleanup;
 mod engine;
 #[cfg(test)]
 mod fair_model;
+mod force;
 mod guard;
 #[cfg(test)]
 mod model;
@@ -16,13 +17,14 @@ mod settle;
 
 pub(crate) use engine::Target;
 use engine::{AcquireRequest, Granted};
+pub use force::ForceUnlock;
 pub use guard::LockGuard;
 pub use query::LockTtl;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{from_script, LockError, Result};
+use crate::error::{LockError, Result};
 use crate::keys::slot_of;
 use crate::observe;
 use crate::owner::LockOwner;
@@ -427,51 +429,6 @@ impl<K: LockKind> Lock<K> {
             }),
             _ => Ok(()),
         }
-    }
-
-    /// Deletes the lock whoever holds it and wakes a waiter (Redisson's `forceUnlock`).
-    /// Returns whether there was a lock to delete.
-    ///
-    /// Guards of the deleted holds in this client are told they are lost at their next renewal
-    /// or release.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: the delete either ran or did not.
-    ///
-    /// # Errors
-    ///
-    /// [`LockError::WrongType`] when the key exists but is not a lock (it is left alone), and
-    /// connection errors.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # redisson_lock::__doctest::run(|client| async move { let lock = client.get_lock("doc:lock:force_unlock");
-    /// let deleted = lock.force_unlock().await?;
-    /// # Ok(()) })
-    /// ```
-    pub async fn force_unlock(&self) -> Result<bool> {
-        self.check_name()?;
-        let mut conn = self.client().conn_synced();
-        let op = self.op("", 0, 0);
-        let script = self.shared.kind.force_unlock_script(&op);
-        let run = Box::pin(async {
-            let reply: i64 = script
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| from_script(self.name(), e))?;
-            Ok(reply == 1)
-        });
-        // Its message wakes the waiters (ours too: a direct local wake-up measured less fair).
-        observe::traced(self.observed("force_unlock"), run, |deleted| {
-            if *deleted {
-                "deleted"
-            } else {
-                "not_locked"
-            }
-        })
-        .await
     }
 }
 

@@ -91,8 +91,9 @@ impl RawLock for Fair {
         ))
     }
 
-    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
+    fn force_unlock_script(&self, op: &Op<'_>, seen: &str) -> Call {
         let (queue, timeouts) = names(op.key);
-        scripts::fair_force_unlock(&fair_keys(op, &queue, &timeouts), op.now_ms, op.publish)
+        let keys = fair_keys(op, &queue, &timeouts);
+        scripts::fair_force_unlock(&keys, op.now_ms, op.publish, seen)
     }
 }

@@ -142,9 +142,11 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
-    /// Capability: the script that deletes the lock whoever holds it; replies 1 or 0.
-    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
-        scripts::force_unlock(op.key, op.channel, op.publish)
+    /// Capability: the script that deletes the lock whoever holds it (`seen` empty), or only
+    /// while the holders `seen` names hold it (`scripts::holders_seen`); replies 1 deleted, 0
+    /// not locked, -1 held by others.
+    fn force_unlock_script(&self, op: &Op<'_>, seen: &str) -> Call {
+        scripts::force_unlock(op.key, op.channel, op.publish, seen)
     }
 
     /// Capability: a script answering "is it locked" when `EXISTS` is not the answer.

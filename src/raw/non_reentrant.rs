@@ -79,7 +79,7 @@ impl RawLock for NonReentrantFair {
         Fair.cancel_script(op)
     }
 
-    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
-        Fair.force_unlock_script(op)
+    fn force_unlock_script(&self, op: &Op<'_>, seen: &str) -> Call {
+        Fair.force_unlock_script(op, seen)
     }
 }

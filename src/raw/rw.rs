@@ -67,8 +67,8 @@ impl RawLock for Read {
         )
     }
 
-    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
-        scripts::rw_force_unlock(op.key, op.channel, "read", op.publish)
+    fn force_unlock_script(&self, op: &Op<'_>, seen: &str) -> Call {
+        scripts::rw_force_unlock(op.key, op.channel, "read", op.publish, seen)
     }
 
     fn is_locked_script(&self, key: &str) -> Option<Call> {
@@ -95,8 +95,8 @@ impl RawLock for Write {
         scripts::write_unlock(op)
     }
 
-    fn force_unlock_script(&self, op: &Op<'_>) -> Call {
-        scripts::rw_force_unlock(op.key, op.channel, "write", op.publish)
+    fn force_unlock_script(&self, op: &Op<'_>, seen: &str) -> Call {
+        scripts::rw_force_unlock(op.key, op.channel, "write", op.publish, seen)
     }
 
     fn is_locked_script(&self, key: &str) -> Option<Call> {

@@ -268,8 +268,21 @@ pub(crate) fn read_renew<'k>(
     call
 }
 
-pub(crate) fn force_unlock(key: &str, channel: &str, publish: &str) -> Call {
-    call!(FORCE_UNLOCK; key, channel; UNLOCK_MESSAGE, publish)
+/// `seen`: the holders the caller saw (`holders_seen`), or empty: anyone.
+pub(crate) fn force_unlock(key: &str, channel: &str, publish: &str, seen: &str) -> Call {
+    call!(FORCE_UNLOCK; key, channel; UNLOCK_MESSAGE, publish, seen)
+}
+
+/// The holders a force-unlock was shown, as its scripts compare them: the hash fields, sorted,
+/// joined by newlines (never empty: an empty list would mean "anyone").
+pub(crate) fn holders_seen(fields: &[String]) -> String {
+    let mut fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+    fields.sort_unstable();
+    fields.dedup();
+    match fields.join("\n") {
+        s if s.is_empty() => "\n".to_owned(),
+        s => s,
+    }
 }
 
 /// Trim layouts (ARGV[6] of trim.lua).
@@ -332,9 +345,9 @@ pub(crate) fn fair_cancel(k: &FairKeys<'_>, field: &str, wait_ms: u64, publish: 
         field, wait_ms, publish, UNLOCK_MESSAGE)
 }
 
-pub(crate) fn fair_force_unlock(k: &FairKeys<'_>, now_ms: u64, publish: &str) -> Call {
+pub(crate) fn fair_force_unlock(k: &FairKeys<'_>, now_ms: u64, publish: &str, seen: &str) -> Call {
     call!(FAIR_FORCE_UNLOCK; k.lock, k.queue, k.timeouts, k.channel;
-        UNLOCK_MESSAGE, now_ms, publish)
+        UNLOCK_MESSAGE, now_ms, publish, seen)
 }
 
 pub(crate) fn read_lock(
@@ -362,13 +375,19 @@ pub(crate) fn write_unlock(op: &Op<'_>) -> Call {
 }
 
 /// `mode`: `read` or `write`.
-pub(crate) fn rw_force_unlock(key: &str, channel: &str, mode: &str, publish: &str) -> Call {
+pub(crate) fn rw_force_unlock(
+    key: &str,
+    channel: &str,
+    mode: &str,
+    publish: &str,
+    seen: &str,
+) -> Call {
     let message = if mode == "write" {
         READ_UNLOCK_MESSAGE
     } else {
         UNLOCK_MESSAGE
     };
-    call!(RW_FORCE_UNLOCK; key, channel; mode, message, publish)
+    call!(RW_FORCE_UNLOCK; key, channel; mode, message, publish, seen)
 }
 
 pub(crate) fn rw_is_locked(key: &str, mode: &str) -> Call {

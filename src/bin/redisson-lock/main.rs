@@ -143,6 +143,12 @@ enum Command {
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
+        /// Remove the lock only while this holder (hash field `<uuid>:<id>`) holds it.
+        #[arg(long, value_name = "FIELD")]
+        owner: Option<String>,
+        /// Append the audit line of each change to FILE too (it always goes to stderr).
+        #[arg(long, value_name = "FILE", env = "REDISSON_LOCK_AUDIT_LOG")]
+        audit_log: Option<std::path::PathBuf>,
     },
     /// Run a command while holding a lock, as flock(1) does on one machine (exit codes: docs/cli.md).
     Run(run::Args),
@@ -320,8 +326,20 @@ async fn dispatch(cli: Cli) -> Result<u8> {
         Command::Watch { name, duration } => {
             watch::run(&target, &name, duration, json).await.map(|()| 0)
         }
-        Command::ForceUnlock { name, yes } => {
-            unlock::run(&target, &name, yes, json).await.map(|()| 0)
+        Command::ForceUnlock {
+            name,
+            yes,
+            owner,
+            audit_log,
+        } => {
+            let request = unlock::Request {
+                name: &name,
+                yes,
+                owner: owner.as_deref(),
+                audit_log: audit_log.as_deref(),
+                json,
+            };
+            unlock::run(&target, &request).await
         }
         Command::Run(args) => run::run(&target, args).await,
         Command::Semaphore { action } => synchronizers::semaphore(&target, action, json).await,

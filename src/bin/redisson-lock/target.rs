@@ -69,6 +69,15 @@ impl Target {
         }
     }
 
+    /// The deployment, for audit lines: its (redacted) URL and topology.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}({})",
+            redact(self.config.url()),
+            topology_name(&self.config)
+        )
+    }
+
     /// A command connection routed by the crate (by key slot on a cluster).
     pub fn conn(&self) -> Connection {
         self.client.connection()

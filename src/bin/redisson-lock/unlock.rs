@@ -1,7 +1,11 @@
 //! `force-unlock NAME`: Redisson's `forceUnlock` for the detected kind, through the crate's own
-//! `Lock::force_unlock` (the same delete and the same message on the same channel).
+//! `Lock::force_unlock_held_by` (the same delete and the same message on the same channel), so
+//! only the holders the operator was shown are removed; one audit line per change.
 
 use std::io::{BufRead, Write};
+use std::path::Path;
+
+use redisson_lock::ForceUnlock;
 
 use serde::Serialize;
 
@@ -9,6 +13,12 @@ use crate::inspect::{self, Inspection, Kind};
 use crate::output;
 use crate::target::Target;
 use crate::{Failure, Result};
+
+/// `force-unlock`: the prompt was answered no (or stdin closed): nothing changed.
+pub const EXIT_ABORTED: u8 = 4;
+/// `force-unlock`: the lock is held by others than the holders shown (or than `--owner`):
+/// nothing changed.
+pub const EXIT_CHANGED: u8 = 5;
 
 /// The JSON document of `force-unlock` (see docs/cli.md).
 #[derive(Debug, Serialize)]
@@ -19,20 +29,42 @@ struct Outcome<'a> {
     unlocked: bool,
     /// `false` when the operator answered no at the prompt.
     confirmed: bool,
+    /// The holders (hash fields) the operator was shown, and the only ones it may remove.
+    holders: &'a [String],
+    /// Whether others than `holders` held the lock at the delete (nothing changed then).
+    changed: bool,
 }
 
-/// `force-unlock NAME [--yes]`.
-pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<()> {
-    let found = inspect::read(target, name, false).await?;
+/// What `force-unlock` was asked for.
+pub struct Request<'a> {
+    pub name: &'a str,
+    pub yes: bool,
+    /// `--owner FIELD`: remove the lock only while this holder has it.
+    pub owner: Option<&'a str>,
+    /// `--audit-log FILE`: where audit lines are appended, besides stderr.
+    pub audit_log: Option<&'a Path>,
+    pub json: bool,
+}
+
+/// `force-unlock NAME [--owner FIELD] [--yes] [--audit-log FILE]`; `Ok`: the exit code.
+pub async fn run(target: &Target, req: &Request<'_>) -> Result<u8> {
+    let name = req.name;
+    let found = inspect::inspect(target, name).await?;
+    let report = |kind, unlocked, confirmed, holders: &[String], changed, message: &str| {
+        report(
+            name, kind, unlocked, confirmed, holders, changed, req.json, message,
+        )
+    };
     let Some(kind) = found.kind else {
-        return report(
-            name,
+        report(
             None,
             false,
             true,
-            json,
+            &[],
+            false,
             "not locked: nothing to unlock",
-        );
+        )?;
+        return Ok(0);
     };
     if !kind.is_lock() {
         return Err(Failure(if kind == Kind::Unknown {
@@ -47,38 +79,146 @@ pub async fn run(target: &Target, name: &str, yes: bool, json: bool) -> Result<(
             )
         }));
     }
-    if !yes && !confirm(&found)? {
-        return report(
-            name,
+    let fields = holder_fields(target, name).await?;
+    if let Some(owner) = req.owner {
+        if !fields.iter().any(|f| f == owner) {
+            let message = format!(
+                "not held by {owner} (held by {}): nothing changed",
+                fields.join(", ")
+            );
+            report(Some(kind), false, true, &fields, true, &message)?;
+            return Ok(EXIT_CHANGED);
+        }
+    }
+    if !req.yes && !confirm(&found, &fields)? {
+        report(
             Some(kind),
             false,
             false,
-            json,
+            &fields,
+            false,
             "aborted: nothing changed",
-        );
+        )?;
+        return Ok(EXIT_ABORTED);
     }
-    let unlocked = force_unlock(target, &found, kind).await?;
-    let message = if unlocked {
-        "unlocked (waiters notified)"
-    } else {
-        "nothing to unlock (it was released meanwhile)"
+    let (outcome, code, message) = match force_unlock(target, &found, kind, &fields).await? {
+        ForceUnlock::Deleted => ("removed", 0, "unlocked (waiters notified)"),
+        ForceUnlock::HeldByOthers => (
+            "refused: held by others now",
+            EXIT_CHANGED,
+            "held by others than the holders shown now: nothing changed",
+        ),
+        _ => (
+            "nothing: released meanwhile",
+            0,
+            "nothing to unlock (it was released meanwhile)",
+        ),
     };
-    report(name, Some(kind), unlocked, true, json, message)
+    let deleted = code == 0 && outcome == "removed";
+    if deleted || code == EXIT_CHANGED {
+        audit(target, req, kind, &found, &fields, outcome)?;
+    }
+    report(
+        Some(kind),
+        deleted,
+        true,
+        &fields,
+        code == EXIT_CHANGED,
+        message,
+    )?;
+    Ok(code)
 }
 
-/// The library's force-unlock of `kind`; for a read-write lock, the side its `mode` names.
-async fn force_unlock(target: &Target, found: &Inspection, kind: Kind) -> Result<bool> {
+/// The lock's holders as hash fields (`<uuid>:<id>`, a writer's with `:write`; not `mode`).
+async fn holder_fields(target: &Target, name: &str) -> Result<Vec<String>> {
+    let mut conn = target.conn();
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(name).query_async(&mut conn).await?;
+    let mut fields: Vec<String> = fields.into_iter().filter(|f| f != "mode").collect();
+    fields.sort();
+    Ok(fields)
+}
+
+/// One audit line, on stderr and appended to `--audit-log`: when, what, where, what was
+/// removed (or refused) and from what, and who ran it.
+fn audit(
+    target: &Target,
+    req: &Request<'_>,
+    kind: Kind,
+    found: &Inspection,
+    fields: &[String],
+    outcome: &str,
+) -> Result<()> {
+    let holders: Vec<String> = found
+        .holders
+        .iter()
+        .map(|h| format!("{}({} x{})", h.owner, h.role, h.count))
+        .collect();
+    let line = format!(
+        "audit: time={} command=force-unlock target={} kind={} server={} outcome=\"{outcome}\" fields=[{}] holders=[{}] ttl_ms={} operator={}@{}",
+        humantime::format_rfc3339_millis(std::time::SystemTime::now()),
+        req.name,
+        kind.as_str(),
+        target.describe(),
+        fields.join(","),
+        holders.join(","),
+        found.ttl_ms.unwrap_or(-2),
+        std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "?".into()),
+        hostname(),
+    );
+    eprintln!("{line}");
+    if let Some(path) = req.audit_log {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| {
+                Failure(format!(
+                    "cannot write the audit log {}: {e}",
+                    path.display()
+                ))
+            })?;
+        writeln!(file, "{line}")?;
+    }
+    Ok(())
+}
+
+/// This machine's host name (`/proc/sys/kernel/hostname`, `$HOSTNAME`), or `?`.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The library's force-unlock of `kind` (for a read-write lock, the side its `mode` names),
+/// only while the holders `fields` still hold it.
+async fn force_unlock(
+    target: &Target,
+    found: &Inspection,
+    kind: Kind,
+    fields: &[String],
+) -> Result<ForceUnlock> {
     let client = &target.client;
     let name = found.name.as_str();
     Ok(match kind {
-        Kind::Reentrant => client.get_lock(name).force_unlock().await?,
-        Kind::Fair => client.get_fair_lock(name).force_unlock().await?,
-        Kind::Fenced => client.get_fenced_lock(name).force_unlock().await?,
+        Kind::Reentrant => client.get_lock(name).force_unlock_held_by(fields).await?,
+        Kind::Fair => {
+            client
+                .get_fair_lock(name)
+                .force_unlock_held_by(fields)
+                .await?
+        }
+        Kind::Fenced => {
+            client
+                .get_fenced_lock(name)
+                .force_unlock_held_by(fields)
+                .await?
+        }
         Kind::ReadWrite => {
             let rw = client.get_read_write_lock(name);
             match found.mode.as_deref() {
-                Some("write") => rw.write_lock().force_unlock().await?,
-                _ => rw.read_lock().force_unlock().await?,
+                Some("write") => rw.write_lock().force_unlock_held_by(fields).await?,
+                _ => rw.read_lock().force_unlock_held_by(fields).await?,
             }
         }
         Kind::PermitSemaphore
@@ -86,30 +226,48 @@ async fn force_unlock(target: &Target, found: &Inspection, kind: Kind) -> Result
         | Kind::CountDownLatch
         | Kind::SemaphoreOrLatch
         | Kind::RateLimiter
-        | Kind::Unknown => false,
+        | Kind::Unknown => ForceUnlock::NotLocked,
     })
 }
 
-/// Asks `y/N` on stderr, reads the answer from stdin (end of input is no).
-fn confirm(found: &Inspection) -> Result<bool> {
+/// Shows each holder (field, hold count, the key's TTL, its connections when known) on stderr,
+/// asks `y/N`, reads the answer from stdin (end of input is no).
+fn confirm(found: &Inspection, fields: &[String]) -> Result<bool> {
     let kind = found.kind.map(Kind::as_str).unwrap_or("lock");
-    eprint!(
-        "force-unlock {kind} lock `{}` held by {} owner(s)? [y/N] ",
-        found.name,
-        found.holders.len()
-    );
-    std::io::stderr().flush()?;
+    let ttl = match found.ttl_ms {
+        Some(ms) if ms >= 0 => format!("{ms} ms left"),
+        Some(-1) => "no expiry".to_owned(),
+        _ => "gone".to_owned(),
+    };
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "{kind} lock `{}` ({ttl}), held by:", found.name)?;
+    for h in &found.holders {
+        write!(err, "  {} {} x{}", h.owner, h.role, h.count)?;
+        match h.connections.first() {
+            Some(c) => writeln!(err, "  conn {} {}", c.addr, c.name)?,
+            None => writeln!(err, "  (no connection named with its client id)")?,
+        }
+    }
+    write!(
+        err,
+        "force-unlock it, only while these {} holder(s) still hold it? [y/N] ",
+        fields.len()
+    )?;
+    err.flush()?;
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     let answer = answer.trim().to_ascii_lowercase();
     Ok(answer == "y" || answer == "yes")
 }
 
+#[allow(clippy::too_many_arguments)]
 fn report(
     name: &str,
     kind: Option<Kind>,
     unlocked: bool,
     confirmed: bool,
+    holders: &[String],
+    changed: bool,
     json: bool,
     message: &str,
 ) -> Result<()> {
@@ -119,6 +277,8 @@ fn report(
             kind,
             unlocked,
             confirmed,
+            holders,
+            changed,
         })
     } else {
         println!("{name}: {message}");
