@@ -78,6 +78,28 @@ pub(crate) async fn cli(args: &[String]) -> Out {
     cli_in(args, None).await
 }
 
+/// Runs the CLI with no credentials from this process's environment (`REDIS_PASSWORD`, its
+/// file and URL-file variables removed), only those in `env`.
+pub(crate) async fn cli_env(args: &[String], env: &[(&str, &str)]) -> Out {
+    let mut cmd = command(args);
+    cmd.env_remove("REDIS_PASSWORD")
+        .env_remove("REDIS_PASSWORD_FILE")
+        .env_remove("REDIS_URL_FILE")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("redisson-lock did not exit")
+        .unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 pub(crate) fn args(server: &TestServer, rest: &[&str]) -> Vec<String> {
     let mut v = vec!["--url".to_owned(), server.url()];
     v.extend(rest.iter().map(|s| s.to_string()));

@@ -12,24 +12,14 @@ use crate::support::*;
 async fn credentials_come_from_the_environment_or_a_file() {
     let server = TestServer::start_with(&["--requirepass", "s3cret-pw"]);
     let url = format!("redis://127.0.0.1:{}", server.port);
-    let run = |extra: &[&str], env: Option<(&str, String)>| {
+    let run = |extra: &[&str], env: Option<(&'static str, String)>| {
         let mut a = vec!["--url".to_owned(), url.clone()];
         a.extend(extra.iter().map(|s| s.to_string()));
         a.extend(["inspect", "cli:x"].map(String::from));
-        let mut cmd = command(&a);
-        cmd.env_remove("REDIS_PASSWORD")
-            .env_remove("REDIS_PASSWORD_FILE")
-            .env_remove("REDIS_URL_FILE");
-        if let Some((k, v)) = env {
-            cmd.env(k, v);
-        }
         async move {
-            let out = cmd.output().await.unwrap();
-            (
-                out.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let out = cli_env(&a, &env).await;
+            (out.code, out.stdout, out.stderr)
         }
     };
     let (code, _, err) = run(&[], None).await;
@@ -119,24 +109,13 @@ async fn a_named_user_with_a_password_from_a_file_or_the_environment_is_that_use
         .unwrap();
         drop(raw);
         let url = format!("redis://ops@127.0.0.1:{}", server.port);
-        let run = |extra: &[&str], env: &[(&str, &str)]| {
+        let run = |extra: &[&str], env: &'static [(&'static str, &'static str)]| {
             let mut a = vec!["--url".to_owned(), url.clone()];
             a.extend(extra.iter().map(|s| s.to_string()));
             a.extend(["inspect", "cli:acl"].map(String::from));
-            let mut cmd = command(&a);
-            cmd.env_remove("REDIS_PASSWORD")
-                .env_remove("REDIS_PASSWORD_FILE")
-                .env_remove("REDIS_URL_FILE");
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
             async move {
-                let out = cmd.output().await.unwrap();
-                (
-                    out.status.code().unwrap_or(-1),
-                    String::from_utf8_lossy(&out.stdout).into_owned(),
-                    String::from_utf8_lossy(&out.stderr).into_owned(),
-                )
+                let out = cli_env(&a, env).await;
+                (out.code, out.stdout, out.stderr)
             }
         };
         let (code, out, err) = run(&[], &[("REDIS_PASSWORD", "ops-pw-5521")]).await;
@@ -159,15 +138,9 @@ async fn a_named_user_with_a_password_from_a_file_or_the_environment_is_that_use
             format!("redis://ops:url-pw-0042@127.0.0.1:{}", server.port),
         ];
         a.extend(["inspect", "cli:acl"].map(String::from));
-        let out = command(&a)
-            .env("REDIS_PASSWORD", "ops-pw-5521")
-            .env_remove("REDIS_PASSWORD_FILE")
-            .env_remove("REDIS_URL_FILE")
-            .output()
-            .await
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let out = cli_env(&a, &[("REDIS_PASSWORD", "ops-pw-5521")]).await;
+        let err = out.stderr;
+        assert_eq!(out.code, 1, "{err}");
         assert!(err.contains("keep one"), "{err}");
         assert!(
             !err.contains("url-pw-0042") && !err.contains("ops-pw-5521"),

@@ -57,18 +57,8 @@ async fn oncall(raw: &mut redis::aio::MultiplexedConnection) {
 async fn as_oncall(target: &[&str], rest: &[&str]) -> (i32, String, String) {
     let mut a: Vec<String> = target.iter().map(|s| s.to_string()).collect();
     a.extend(rest.iter().map(|s| s.to_string()));
-    let out = crate::cli::command(&a)
-        .env("REDIS_PASSWORD", PASSWORD)
-        .env_remove("REDIS_PASSWORD_FILE")
-        .env_remove("REDIS_URL_FILE")
-        .output()
-        .await
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = crate::cli::cli_env(&a, &[("REDIS_PASSWORD", PASSWORD)]).await;
+    (out.code, out.stdout, out.stderr)
 }
 
 /// One thing of each kind under `prefix`, held or set by `client`; the names and the kind
