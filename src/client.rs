@@ -91,7 +91,7 @@ impl Client {
         // the lock call, before anything is acquired.
         crate::conn::warn_if_evicting(&mut conn).await;
         if !config.read_only() {
-            script_probe(&mut conn).await?;
+            crate::scripts::probe(&mut conn).await?;
             crate::scripts::preload(&conn).await;
         }
         if let Some(aof) = config.aof_sync() {
@@ -528,21 +528,3 @@ pub struct ClientStats {
     /// On a cluster: `MOVED` and `ASK` redirections the lock scripts followed.
     pub redirections: u64,
 }
-
-/// The connect-time check that the user may load and run scripts (see `Client::with_config`).
-async fn script_probe(conn: &mut Conn) -> Result<()> {
-    let load = redis::cmd("SCRIPT").arg("LOAD").arg("return 1").clone();
-    let mut probe = load.query_async::<redis::Value>(&mut *conn).await;
-    if probe.is_ok() {
-        let run = redis::cmd("EVALSHA").arg(RETURN_1_SHA).arg(0).clone();
-        probe = run.query_async::<redis::Value>(&mut *conn).await;
-    }
-    match probe {
-        // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
-        Err(e) if e.code() == Some("NOPERM") => Err(LockError::Redis(e)),
-        _ => Ok(()),
-    }
-}
-
-/// SHA1 of `return 1`.
-const RETURN_1_SHA: &str = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";

@@ -180,6 +180,16 @@ pub enum LockError {
         /// The server's words.
         detail: String,
     },
+    /// The server runs no Lua scripts: every lock operation is a Lua script, in Redisson as
+    /// here. Reported by [`Client::connect`](crate::Client::connect) when its `SCRIPT LOAD`
+    /// probe finds no scripting engine (Valkey 9 made Lua a module: a server started without
+    /// it, or with it unloaded, answers `Could not find scripting engine 'lua'`) or no
+    /// `SCRIPT` command at all (some proxies).
+    #[error("the server runs no Lua scripts ({detail}): every lock operation is a Lua script; on Valkey 9 or later load the Lua engine module (it is built in and loaded unless the server's configuration removes it)")]
+    NoScripting {
+        /// The server's words.
+        detail: String,
+    },
     /// A [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) operation failed on too
     /// many nodes; the error carries each failed node's error.
     #[error(transparent)]

@@ -59,6 +59,40 @@ where
     }
 }
 
+/// The connect-time check that the user may load and run scripts and that the server runs
+/// them at all (see `Client::with_config`): `SCRIPT LOAD` and `EVALSHA` of a script that
+/// touches nothing.
+pub(crate) async fn probe<C>(conn: &mut C) -> Result<(), crate::error::LockError>
+where
+    C: redis::aio::ConnectionLike + Send,
+{
+    use crate::error::LockError;
+    let load = redis::cmd("SCRIPT").arg("LOAD").arg("return 1").clone();
+    let mut probe = load.query_async::<redis::Value>(&mut *conn).await;
+    if probe.is_ok() {
+        let run = redis::cmd("EVALSHA").arg(RETURN_1_SHA).arg(0).clone();
+        probe = run.query_async::<redis::Value>(&mut *conn).await;
+    }
+    match probe {
+        // NOSCRIPT (a script cache flushed between the two) says the command is allowed.
+        Err(e) if e.code() == Some("NOPERM") => Err(LockError::Redis(e)),
+        Err(e) if no_scripting(&e) => Err(LockError::NoScripting {
+            detail: format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A server with no Lua engine (Valkey 9+ without its `lua` module: "Could not find scripting
+/// engine 'lua'") or no `SCRIPT` command (a proxy: "unknown command").
+fn no_scripting(e: &redis::RedisError) -> bool {
+    let detail = e.detail().unwrap_or("").to_ascii_lowercase();
+    detail.contains("scripting engine") || detail.contains("unknown command")
+}
+
+/// SHA1 of `return 1`.
+const RETURN_1_SHA: &str = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";
+
 scripts! {
     LOCK => "lock.lua",
     UNLOCK => "unlock.lua",

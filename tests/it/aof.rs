@@ -2,8 +2,8 @@
 //! option is refused at connect with a clear error; on 7.2+ a lock write waits for the fsync.
 //!
 //! The two servers of CI take different branches, on purpose: Debian's Redis 7.0 has no
-//! `WAITAOF` (the refusal is what runs there), Valkey 8.1 has it (it reports
-//! `redis_version:7.2.4` beside `valkey_version:8.1.8`), so on Valkey the fsync path must run
+//! `WAITAOF` (the refusal is what runs there), Valkey (9.1 and 8.1) has it (it reports
+//! `redis_version:7.2.4` beside `valkey_version`), so on Valkey the fsync path must run
 //! for real and the test fails if it does not.
 
 use std::time::Duration;
@@ -43,7 +43,7 @@ async fn has_waitaof(server: &TestServer) -> bool {
     if is_valkey() {
         assert!(
             has,
-            "Valkey 8.1 reports redis_version 7.2.x and has WAITAOF"
+            "Valkey 9.1 and 8.1 report redis_version 7.2.x and have WAITAOF"
         );
     }
     has

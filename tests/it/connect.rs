@@ -116,6 +116,48 @@ async fn connect_loads_the_scripts() {
 }
 
 /// `CLIENT LIST` of the server behind `conn`, one field map per connection.
+/// Valkey 9 made Lua a module: a server without it (here: the pinned Valkey 9.1 with its `lua`
+/// module unloaded) is refused at connect with a clear error, not at the first lock call with
+/// a bare `ERR Could not find scripting engine`. Loaded, the same server serves locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_lua_is_refused_at_connect() {
+    let server = TestServer::start_valkey9(&["--enable-module-command", "yes"]);
+    let url = server.url();
+    // The engine is there at first: a lock works.
+    let client = Client::connect(&url)
+        .await
+        .expect("Valkey 9.1 with its Lua module");
+    client
+        .get_lock("connect:lua")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    drop(client);
+
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("MODULE")
+        .arg("UNLOAD")
+        .arg("lua")
+        .query_async(&mut raw)
+        .await
+        .expect("MODULE UNLOAD lua");
+    let err = Client::connect(&url)
+        .await
+        .expect_err("connected to a server that runs no scripts");
+    assert!(
+        matches!(err, redisson_lock::LockError::NoScripting { .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("scripting engine") && text.contains("Lua"),
+        "{text}"
+    );
+}
+
 fn client_list(conn: &mut redis::Connection) -> Vec<std::collections::HashMap<String, String>> {
     let text: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
     text.lines()

@@ -1,11 +1,14 @@
 //! Which server the suite runs against: Debian's `redis-server` (the default) or Valkey.
 //!
-//! One switch: `REDISSON_LOCK_SERVER=valkey` maps to the pinned Valkey binaries that
-//! `scripts/ensure-valkey` puts in `target/valkey-8.1.8/` (`valkey-server`, `valkey-cli`);
-//! `REDISSON_LOCK_SERVER=redis` (or unset) to `redis-server` / `redis-cli` on `PATH`.
-//! `REDIS_SERVER_BIN` and `REDIS_CLI_BIN` override either binary. The family a test sees is
-//! read from the server binary itself (`--version`), so a `REDIS_SERVER_BIN` that points at a
-//! valkey-server counts as Valkey. The first server started prints which one this run uses.
+//! One switch: `REDISSON_LOCK_SERVER=valkey` maps to the pinned Valkey 9.1.2 that
+//! `scripts/ensure-valkey` puts in `target/valkey-9.1.2/` (`valkey-server` only: the cluster
+//! harness's `--cluster create` uses `redis-cli` from `PATH`), `REDISSON_LOCK_SERVER=valkey-8.1`
+//! to Valkey 8.1.8 in `target/valkey-8.1.8/` (`scripts/ensure-valkey 8.1`: `valkey-server`,
+//! `valkey-cli`), and `REDISSON_LOCK_SERVER=redis` (or unset) to `redis-server` / `redis-cli`
+//! on `PATH`. `REDIS_SERVER_BIN` and `REDIS_CLI_BIN` override either binary. The family a test
+//! sees is read from the server binary itself (`--version`), so a `REDIS_SERVER_BIN` that
+//! points at a valkey-server counts as Valkey. The first server started prints which one this
+//! run uses.
 
 use std::io::Write;
 use std::process::Command;
@@ -16,27 +19,39 @@ use std::sync::OnceLock;
 pub enum Family {
     /// Redis (Debian's 7.0 in CI).
     Redis,
-    /// Valkey (8.1 in CI: reports `redis_version:7.2.4` beside `valkey_version`).
+    /// Valkey (9.1 in CI, 8.1 on request: both report `redis_version:7.2.4` beside
+    /// `valkey_version`).
     Valkey,
 }
 
-/// Where `scripts/ensure-valkey` puts the pinned Valkey binaries.
-const VALKEY_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target/valkey-8.1.8");
+/// Where `scripts/ensure-valkey [VERSION]` puts the pinned Valkey binaries.
+const VALKEY_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/target");
 
-/// The switch's value: `valkey` or `redis` (the default).
-fn wants_valkey() -> bool {
+/// The Valkey version the switch names (`valkey`: 9.1.2, `valkey-8.1`: 8.1.8), or `None` for
+/// Redis (`redis` or unset).
+fn wanted_valkey() -> Option<&'static str> {
     match std::env::var("REDISSON_LOCK_SERVER").as_deref() {
-        Ok("valkey") => true,
-        Ok("redis") | Ok("") | Err(_) => false,
-        Ok(other) => panic!("REDISSON_LOCK_SERVER={other:?}: expected `redis` or `valkey`"),
+        Ok("valkey") | Ok("valkey-9.1") => Some("9.1.2"),
+        Ok("valkey-8.1") => Some("8.1.8"),
+        Ok("redis") | Ok("") | Err(_) => None,
+        Ok(other) => {
+            panic!("REDISSON_LOCK_SERVER={other:?}: expected `redis`, `valkey` or `valkey-8.1`")
+        }
     }
 }
 
-fn valkey_bin(name: &str) -> String {
-    let path = format!("{VALKEY_DIR}/{name}");
+/// The pinned Valkey 9.1.2 server, for the tests that need a Valkey 9 feature whatever the
+/// switch says (`scripts/test` fetches it before any test runs).
+pub fn valkey9_server_bin() -> String {
+    valkey_bin("9.1.2", "valkey-server")
+}
+
+fn valkey_bin(version: &str, name: &str) -> String {
+    let path = format!("{VALKEY_ROOT}/valkey-{version}/{name}");
     assert!(
         std::path::Path::new(&path).exists(),
-        "REDISSON_LOCK_SERVER=valkey but {path} is missing: run scripts/ensure-valkey"
+        "{path} is missing: run scripts/ensure-valkey {}",
+        &version[..3]
     );
     path
 }
@@ -45,8 +60,10 @@ fn valkey_bin(name: &str) -> String {
 pub fn redis_server_bin() -> String {
     match std::env::var("REDIS_SERVER_BIN") {
         Ok(bin) if !bin.is_empty() => bin,
-        _ if wants_valkey() => valkey_bin("valkey-server"),
-        _ => "redis-server".to_owned(),
+        _ => match wanted_valkey() {
+            Some(version) => valkey_bin(version, "valkey-server"),
+            None => "redis-server".to_owned(),
+        },
     }
 }
 
@@ -54,8 +71,11 @@ pub fn redis_server_bin() -> String {
 pub fn redis_cli_bin() -> String {
     match std::env::var("REDIS_CLI_BIN") {
         Ok(bin) if !bin.is_empty() => bin,
-        _ if wants_valkey() => valkey_bin("valkey-cli"),
-        _ => "redis-cli".to_owned(),
+        // Valkey 9.1's wheel has no CLI: redis-cli speaks the same `--cluster create`.
+        _ => match wanted_valkey() {
+            Some(version @ "8.1.8") => valkey_bin(version, "valkey-cli"),
+            _ => "redis-cli".to_owned(),
+        },
     }
 }
 

@@ -69,6 +69,7 @@ pub struct TestServer {
     dir: tempfile::TempDir,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    bin: String,
 }
 
 impl TestServer {
@@ -84,6 +85,15 @@ impl TestServer {
 
     /// Starts a server with these environment variables (e.g. libfaketime's) and arguments.
     pub fn start_env(env: &[(&str, &str)], extra: &[&str]) -> TestServer {
+        TestServer::start_bin(redis_server_bin(), env, extra)
+    }
+
+    /// Starts the pinned Valkey 9.1 (whatever server this run tests), for Valkey 9 features.
+    pub fn start_valkey9(extra: &[&str]) -> TestServer {
+        TestServer::start_bin(family::valkey9_server_bin(), &[], extra)
+    }
+
+    fn start_bin(bin: String, env: &[(&str, &str)], extra: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut server = TestServer {
             port: 0,
@@ -94,6 +104,7 @@ impl TestServer {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            bin,
         };
         server.spawn_on(free_port());
         server
@@ -104,7 +115,7 @@ impl TestServer {
         family();
         let mut last_err = None;
         for _ in 0..5 {
-            let mut cmd = Command::new(redis_server_bin());
+            let mut cmd = Command::new(&self.bin);
             cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
             cmd.arg("--port")
                 .arg(port.to_string())
