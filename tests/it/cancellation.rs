@@ -486,13 +486,20 @@ async fn five_thousand_timeouts_and_cancellations_leave_nothing_behind() {
     let (_server, holder, mut raw, client) = fixture_with_other().await;
     let held: Vec<String> = (0..3).map(|i| format!("t14:held:{i}")).collect();
     let guards: Vec<_> = futures_held(&holder, &held).await;
-    // Warm up: the subscriber connection and its task exist from the first wait on.
-    assert!(client
-        .get_lock(held[0].clone())
-        .try_lock_for(Duration::from_millis(5))
-        .await
-        .unwrap()
-        .is_none());
+    // Warm up: the subscriber connection and its task exist from the first wait on. A wait
+    // whose first try outlasts its bound never subscribes (seen under load: the connection
+    // then opened during the run and counted as a task left over), so wait until it is open.
+    let warm = eventually(SETTLE, || async {
+        assert!(client
+            .get_lock(held[0].clone())
+            .try_lock_for(Duration::from_millis(50))
+            .await
+            .unwrap()
+            .is_none());
+        client.stats().subscriber_connections == 1
+    })
+    .await;
+    assert!(warm, "no subscriber connection: {:?}", client.stats());
     let quiet = subscribed(&client, 0).await;
     assert!(quiet);
     let baseline = tokio::runtime::Handle::current()
