@@ -6,6 +6,7 @@ use clap::Subcommand;
 use serde::Serialize;
 
 use crate::output;
+use crate::server::Server;
 use crate::target::Target;
 use crate::{Failure, Result};
 
@@ -57,6 +58,8 @@ pub enum RateLimiterAction {
 /// The JSON document of every write command (see docs/cli.md).
 #[derive(Debug, Serialize)]
 struct Outcome<'a> {
+    /// Where: the server and topology.
+    server: &'a Server,
     name: &'a str,
     kind: &'static str,
     action: &'static str,
@@ -101,6 +104,7 @@ pub async fn semaphore(target: &Target, action: SemaphoreAction, json: bool) -> 
         .available_permits()
         .await?;
     let outcome = Outcome {
+        server: &target.server,
         name: &name,
         kind: "semaphore",
         action,
@@ -142,6 +146,7 @@ pub async fn permit_semaphore(target: &Target, action: PermitAction, json: bool)
         .available_permits()
         .await?;
     let outcome = Outcome {
+        server: &target.server,
         name: &name,
         kind: "permit_semaphore",
         action,
@@ -164,6 +169,7 @@ pub async fn latch(target: &Target, action: LatchAction, json: bool) -> Result<u
             latch.count_down().await?;
             let count = latch.get_count().await?;
             let outcome = Outcome {
+                server: &target.server,
                 name: &name,
                 kind: "count_down_latch",
                 action: "count_down",
@@ -175,6 +181,7 @@ pub async fn latch(target: &Target, action: LatchAction, json: bool) -> Result<u
         LatchAction::Delete { name } => {
             let deleted = target.client.get_count_down_latch(&name).delete().await?;
             let outcome = Outcome {
+                server: &target.server,
                 name: &name,
                 kind: "count_down_latch",
                 action: "delete",
@@ -198,6 +205,7 @@ pub async fn rate_limiter(target: &Target, action: RateLimiterAction, json: bool
         RateLimiterAction::Delete { name } => {
             let deleted = target.client.get_rate_limiter(&name).delete().await?;
             let outcome = Outcome {
+                server: &target.server,
                 name: &name,
                 kind: "rate_limiter",
                 action: "delete",
@@ -227,6 +235,7 @@ pub async fn rate_limiter(target: &Target, action: RateLimiterAction, json: bool
     limiter.set_rate(config).await?;
     let count = limiter.available_permits().await?;
     let outcome = Outcome {
+        server: &target.server,
         name: &name,
         kind: "rate_limiter",
         action: "reset",
