@@ -116,6 +116,15 @@ pub(crate) async fn json(args: Vec<String>) -> Value {
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
+/// Runs with `--json` and `stdin` (as [`cli_in`]), expects exit `code`, parses stdout.
+pub(crate) async fn json_in(args: Vec<String>, stdin: Option<&str>, code: i32) -> Value {
+    let mut args = args;
+    args.insert(0, "--json".to_owned());
+    let out = cli_in(&args, stdin).await;
+    assert_eq!(out.code, code, "stderr: {}", out.stderr);
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
 /// The entries of a `list --json` document: the array opens with `{"server": {...}}` (where
 /// it looked), the entries follow.
 pub(crate) fn listed(v: &Value) -> Vec<Value> {

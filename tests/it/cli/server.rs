@@ -42,11 +42,11 @@ async fn every_output_text_and_json_names_the_server_it_read() {
         &["inspect", "cli:where"],
         &["list"],
         &["force-unlock", "cli:nowhere", "--yes"],
-        &["semaphore", "add", "cli:where-sem", "1"],
-        &["permit-semaphore", "add", "cli:where-pes", "1"],
-        &["latch", "delete", "cli:nowhere"],
-        &["latch", "count-down", "cli:nowhere"],
-        &["rate-limiter", "delete", "cli:nowhere"],
+        &["semaphore", "add", "cli:where-sem", "1", "--yes"],
+        &["permit-semaphore", "add", "cli:where-pes", "1", "--yes"],
+        &["latch", "delete", "cli:nowhere", "--yes"],
+        &["latch", "count-down", "cli:nowhere", "--yes"],
+        &["rate-limiter", "delete", "cli:nowhere", "--yes"],
     ];
     for command in commands {
         let out = cli(&args(&server, command)).await;
