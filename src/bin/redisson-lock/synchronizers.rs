@@ -334,9 +334,10 @@ pub async fn permit_semaphore(target: &Target, action: PermitAction, json: bool)
                 w.report(true, false, before, before, &message)?;
                 return Ok(0);
             }
-            let lease = taken
-                .and_then(|p| p.lease_ms)
-                .map_or("no lease".to_owned(), output::remaining);
+            let lease = match taken {
+                Some(p) => p.lease_ms.map_or("no lease".to_owned(), output::remaining),
+                None => "not among the first 1,000 read".to_owned(),
+            };
             (
                 format!("release permit {} (lease {lease})?", id.as_str()),
                 format!("release {}", id.as_str()),
