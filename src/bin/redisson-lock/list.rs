@@ -57,7 +57,20 @@ pub struct Options {
 pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
     let entries = collect(target, options).await?;
     if json {
-        return output::print_json(&entries);
+        // The array opens with `{"server": {...}}`: an empty list still says where it looked
+        // (docs/cli.md, "JSON").
+        #[derive(Serialize)]
+        struct Lead<'a> {
+            server: &'a crate::server::Server,
+        }
+        let mut doc = vec![serde_json::to_string(&Lead {
+            server: &target.server,
+        })?];
+        for e in &entries {
+            doc.push(serde_json::to_string(e)?);
+        }
+        println!("[{}]", doc.join(","));
+        return Ok(());
     }
     let mut rows = vec![vec![
         "KIND".to_owned(),

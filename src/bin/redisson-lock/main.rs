@@ -4,12 +4,14 @@
 //! a Redis Cluster or a Sentinel-managed master. See `docs/cli.md` for commands, flags, the JSON
 //! fields and the exit codes.
 
+mod change;
 mod clients;
 mod inspect;
 mod list;
 mod output;
 mod render;
 mod run;
+mod server;
 mod synchronizers;
 mod target;
 mod unlock;
@@ -18,7 +20,8 @@ mod watch;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Inspect and operate Redisson-compatible distributed locks on Redis.
 #[derive(Debug, Parser)]
@@ -39,7 +42,7 @@ pub struct Global {
         long,
         global = true,
         env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
+        default_value = server::DEFAULT_URL,
         hide_env_values = true
     )]
     pub url: String,
@@ -210,7 +213,14 @@ pub type Result<T> = std::result::Result<T, Failure>;
 
 fn main() -> ExitCode {
     // Usage errors exit with 2 (clap's default) before anything connects.
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The built-in default URL is said in the output: no --url, no $REDIS_URL, no URL file,
+    // no cluster, no sentinels.
+    let default_url = matches.value_source("url") == Some(ValueSource::DefaultValue)
+        && cli.global.url_file.is_none()
+        && cli.global.cluster.is_empty()
+        && cli.global.sentinel.is_empty();
     if let Command::Completions { shell } = cli.command {
         let mut command = Cli::command();
         clap_complete::generate(shell, &mut command, "redisson-lock", &mut std::io::stdout());
@@ -228,7 +238,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    match runtime.block_on(dispatch(cli, default_url)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure(message)) => {
             eprintln!("error: {message}");
@@ -272,15 +282,21 @@ async fn eviction_warning(target: &target::Target) {
 }
 
 /// Runs the command; `Ok`: the exit code.
-async fn dispatch(cli: Cli) -> Result<u8> {
+/// `default_url`: the URL is the built-in default.
+async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
     // The commands that only read connect as a read-only client: an on-call user allowed
     // only read commands (no `SCRIPT LOAD`) can run them.
     let reads = matches!(
         cli.command,
         Command::Inspect { .. } | Command::List { .. } | Command::Watch { .. }
     );
-    let target = target::Target::connect(&cli.global, reads).await?;
+    let target = target::Target::connect(&cli.global, reads, default_url).await?;
     let json = cli.global.json;
+    // Say where: the first line of every text output (`watch` timestamps its own; `run`'s
+    // stdout is the command's).
+    if !json && !matches!(cli.command, Command::Watch { .. } | Command::Run(_)) {
+        println!("{}", target.server.line());
+    }
     if matches!(cli.command, Command::Inspect { .. } | Command::List { .. }) {
         eviction_warning(&target).await;
     }
@@ -289,7 +305,10 @@ async fn dispatch(cli: Cli) -> Result<u8> {
             // The command layer joins the two: `inspect` reads, `render` formats.
             let found = inspect::inspect(&target, &name).await?;
             if json {
-                output::print_json(&found)?;
+                output::print_json(&server::WithServer {
+                    server: &target.server,
+                    doc: &found,
+                })?;
             } else {
                 print!("{}", render::inspection(&found));
             }

@@ -7,6 +7,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, ProtocolVersion,
 use redisson_lock::{Client, Config, Connection, Endpoints};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::server::{self, Server};
 use crate::{Failure, Global, Result};
 
 /// A cluster node as `CLUSTER NODES` describes it.
@@ -21,12 +22,15 @@ pub struct Node {
 pub struct Target {
     pub client: Client,
     config: Config,
+    /// The server read at connect, named in every output.
+    pub server: Server,
 }
 
 impl Target {
     /// Connects as the flags say; a failure names the (redacted) URL.
-    /// `read_only`: the command only reads (`Config::with_read_only`).
-    pub async fn connect(global: &Global, read_only: bool) -> Result<Target> {
+    /// `read_only`: the command only reads (`Config::with_read_only`); `default_url`: the URL
+    /// is the built-in default (said in the output and in a failure).
+    pub async fn connect(global: &Global, read_only: bool, default_url: bool) -> Result<Target> {
         let password = password(global)?;
         // The password joins the user the URL names (`redis://ops@host` authenticates as
         // `ops`); a URL with a password of its own beside a second source is refused.
@@ -60,22 +64,94 @@ impl Target {
             Ok(client) => {
                 let url = redact(config.url());
                 tracing::info!(%url, topology = topology_name(&config), "connected");
-                Ok(Target { client, config })
+                let master = global
+                    .master
+                    .clone()
+                    .filter(|_| !global.sentinel.is_empty());
+                let seeds = if global.cluster.is_empty() {
+                    &global.sentinel
+                } else {
+                    &global.cluster
+                };
+                let url = if seeds.is_empty() {
+                    url
+                } else {
+                    seeds
+                        .iter()
+                        .map(|u| redact(u))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                let server = Server::new(topology_name(&config), url, default_url, master, vec![]);
+                let mut target = Target {
+                    client,
+                    config,
+                    server,
+                };
+                target.server = target.read_server().await;
+                Ok(target)
             }
             Err(e) => Err(Failure(format!(
-                "cannot connect to {}: {e}",
-                redact(config.url())
+                "cannot connect to {}{}: {e}",
+                redact(config.url()),
+                if default_url {
+                    format!(" ({})", server::DEFAULT_NOTE)
+                } else {
+                    String::new()
+                }
             ))),
         }
     }
 
-    /// The deployment, for audit lines: its (redacted) URL and topology.
-    pub fn describe(&self) -> String {
-        format!(
-            "{}({})",
-            redact(self.config.url()),
-            topology_name(&self.config)
+    /// The server (each master of a cluster) as it is now: address, role, name and version.
+    /// Never fails: what cannot be read is said in the description.
+    pub async fn read_server(&self) -> Server {
+        let mut nodes = Vec::new();
+        match self.config.topology() {
+            redisson_lock::Topology::Cluster { .. } => {
+                match self.node_conns_with_addr(true).await {
+                    Ok(conns) => {
+                        for (addr, mut conn) in conns {
+                            nodes.push(server::read(&mut conn, addr).await);
+                        }
+                    }
+                    Err(e) => nodes.push(server::Node {
+                        error: Some(format!("CLUSTER NODES refused: {}", e.0)),
+                        ..server::Node::default()
+                    }),
+                }
+            }
+            redisson_lock::Topology::Sentinel { .. } => {
+                let addr = match self.sentinel_master().await {
+                    Ok(addr) => addr,
+                    Err(e) => format!("the master the sentinels name ({})", e.0),
+                };
+                nodes.push(server::read(&mut self.conn(), addr).await);
+            }
+            _ => {
+                let addr = self
+                    .config
+                    .url()
+                    .into_connection_info()
+                    .map(|i| i.addr().to_string())
+                    .unwrap_or_else(|_| redact(self.config.url()));
+                nodes.push(server::read(&mut self.conn(), addr).await);
+            }
+        }
+        Server::new(
+            self.server.topology,
+            self.server.url.clone(),
+            self.server.default_url,
+            self.server.master_name.clone(),
+            nodes,
         )
+    }
+
+    /// The address of the master the sentinels name now.
+    async fn sentinel_master(&self) -> Result<String> {
+        let mut resolver = Endpoints::new(&self.config)?.sentinel_client().await?;
+        let client = resolver.async_get_client().await?;
+        Ok(client.get_connection_info().addr().to_string())
     }
 
     /// A command connection routed by the crate (by key slot on a cluster).
@@ -191,7 +267,7 @@ fn topology_name(config: &Config) -> &'static str {
     match config.topology() {
         redisson_lock::Topology::Cluster { .. } => "cluster",
         redisson_lock::Topology::Sentinel { .. } => "sentinel",
-        _ => "single",
+        _ => "standalone",
     }
 }
 

@@ -2,20 +2,18 @@
 //! `Lock::force_unlock_held_by` (the same delete and the same message on the same channel), so
 //! only the holders the operator was shown are removed; one audit line per change.
 
-use std::io::{BufRead, Write};
 use std::path::Path;
 
 use redisson_lock::ForceUnlock;
 
 use serde::Serialize;
 
+use crate::change::{self, Audit, EXIT_ABORTED};
 use crate::inspect::{self, Inspection, Kind};
 use crate::output;
+use crate::server::Server;
 use crate::target::Target;
 use crate::{Failure, Result};
-
-/// `force-unlock`: the prompt was answered no (or stdin closed): nothing changed.
-pub const EXIT_ABORTED: u8 = 4;
 /// `force-unlock`: the lock is held by others than the holders shown (or than `--owner`):
 /// nothing changed.
 pub const EXIT_CHANGED: u8 = 5;
@@ -23,6 +21,8 @@ pub const EXIT_CHANGED: u8 = 5;
 /// The JSON document of `force-unlock` (see docs/cli.md).
 #[derive(Debug, Serialize)]
 struct Outcome<'a> {
+    /// Where: the server and topology.
+    server: &'a Server,
     name: &'a str,
     kind: Option<Kind>,
     /// Whether a lock was deleted (its waiters were sent the unlock message).
@@ -51,9 +51,16 @@ pub async fn run(target: &Target, req: &Request<'_>) -> Result<u8> {
     let name = req.name;
     let found = inspect::inspect(target, name).await?;
     let report = |kind, unlocked, confirmed, holders: &[String], changed, message: &str| {
-        report(
-            name, kind, unlocked, confirmed, holders, changed, req.json, message,
-        )
+        let outcome = Outcome {
+            server: &target.server,
+            name,
+            kind,
+            unlocked,
+            confirmed,
+            holders,
+            changed,
+        };
+        report(outcome, req.json, message)
     };
     let Some(kind) = found.kind else {
         report(
@@ -90,7 +97,7 @@ pub async fn run(target: &Target, req: &Request<'_>) -> Result<u8> {
             return Ok(EXIT_CHANGED);
         }
     }
-    if !req.yes && !confirm(&found, &fields)? {
+    if !req.yes && !confirm(target, &found, &fields)? {
         report(
             Some(kind),
             false,
@@ -138,8 +145,8 @@ async fn holder_fields(target: &Target, name: &str) -> Result<Vec<String>> {
     Ok(fields)
 }
 
-/// One audit line, on stderr and appended to `--audit-log`: when, what, where, what was
-/// removed (or refused) and from what, and who ran it.
+/// The audit line of a removal (or of a refusal because the holders changed): what was
+/// removed, and from what (the holders shown, with their roles and counts, and the TTL).
 fn audit(
     target: &Target,
     req: &Request<'_>,
@@ -153,41 +160,18 @@ fn audit(
         .iter()
         .map(|h| format!("{}({} x{})", h.owner, h.role, h.count))
         .collect();
-    let line = format!(
-        "audit: time={} command=force-unlock target={} kind={} server={} outcome=\"{outcome}\" fields=[{}] holders=[{}] ttl_ms={} operator={}@{}",
-        humantime::format_rfc3339_millis(std::time::SystemTime::now()),
-        req.name,
-        kind.as_str(),
-        target.describe(),
-        fields.join(","),
-        holders.join(","),
-        found.ttl_ms.unwrap_or(-2),
-        std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "?".into()),
-        hostname(),
-    );
-    eprintln!("{line}");
-    if let Some(path) = req.audit_log {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| {
-                Failure(format!(
-                    "cannot write the audit log {}: {e}",
-                    path.display()
-                ))
-            })?;
-        writeln!(file, "{line}")?;
-    }
-    Ok(())
-}
-
-/// This machine's host name (`/proc/sys/kernel/hostname`, `$HOSTNAME`), or `?`.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "?".into())
+    let change = Audit {
+        command: "force-unlock",
+        target: req.name,
+        kind: kind.as_str(),
+        details: vec![
+            ("outcome", outcome.to_owned()),
+            ("fields", format!("[{}]", fields.join(","))),
+            ("holders", format!("[{}]", holders.join(","))),
+            ("ttl_ms", found.ttl_ms.unwrap_or(-2).to_string()),
+        ],
+    };
+    change::audit(target, req.audit_log, change)
 }
 
 /// The library's force-unlock of `kind` (for a read-write lock, the side its `mode` names),
@@ -230,58 +214,35 @@ async fn force_unlock(
     })
 }
 
-/// Shows each holder (field, hold count, the key's TTL, its connections when known) on stderr,
-/// asks `y/N`, reads the answer from stdin (end of input is no).
-fn confirm(found: &Inspection, fields: &[String]) -> Result<bool> {
+/// Shows the server and each holder (field, hold count, the key's TTL, its connections when
+/// known) on stderr, asks `y/N`, reads the answer from stdin (end of input is no).
+fn confirm(target: &Target, found: &Inspection, fields: &[String]) -> Result<bool> {
     let kind = found.kind.map(Kind::as_str).unwrap_or("lock");
     let ttl = match found.ttl_ms {
         Some(ms) if ms >= 0 => format!("{ms} ms left"),
         Some(-1) => "no expiry".to_owned(),
         _ => "gone".to_owned(),
     };
-    let mut err = std::io::stderr().lock();
-    writeln!(err, "{kind} lock `{}` ({ttl}), held by:", found.name)?;
+    let mut shown = vec![format!("{kind} lock `{}` ({ttl}), held by:", found.name)];
     for h in &found.holders {
-        write!(err, "  {} {} x{}", h.owner, h.role, h.count)?;
-        match h.connections.first() {
-            Some(c) => writeln!(err, "  conn {} {}", c.addr, c.name)?,
-            None => writeln!(err, "  (no connection named with its client id)")?,
-        }
+        let conn = match h.connections.first() {
+            Some(c) => format!("conn {} {}", c.addr, c.name),
+            None => "(no connection named with its client id)".to_owned(),
+        };
+        shown.push(format!("  {} {} x{}  {conn}", h.owner, h.role, h.count));
     }
-    write!(
-        err,
-        "force-unlock it, only while these {} holder(s) still hold it? [y/N] ",
+    let question = format!(
+        "force-unlock it, only while these {} holder(s) still hold it?",
         fields.len()
-    )?;
-    err.flush()?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    let answer = answer.trim().to_ascii_lowercase();
-    Ok(answer == "y" || answer == "yes")
+    );
+    change::confirm(target, &shown, &question)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn report(
-    name: &str,
-    kind: Option<Kind>,
-    unlocked: bool,
-    confirmed: bool,
-    holders: &[String],
-    changed: bool,
-    json: bool,
-    message: &str,
-) -> Result<()> {
+fn report(outcome: Outcome<'_>, json: bool, message: &str) -> Result<()> {
     if json {
-        output::print_json(&Outcome {
-            name,
-            kind,
-            unlocked,
-            confirmed,
-            holders,
-            changed,
-        })
+        output::print_json(&outcome)
     } else {
-        println!("{name}: {message}");
+        println!("{}: {message}", outcome.name);
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::inspect::{self, prefix_name, Holder, Inspection, Kind, LOCK_CHANNEL, RWLOCK_CHANNEL};
 use crate::output::{self, now_ms};
+use crate::server::Server;
 use crate::target::{PushConn, Target};
 use crate::{Failure, Result};
 
@@ -30,6 +31,9 @@ struct Event {
     meaning: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     channels: Option<Vec<String>>,
+    /// `watching`: the server subscribed to (read again after each reconnect).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<Server>,
     #[serde(skip_serializing_if = "Option::is_none")]
     kind: Option<Option<Kind>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,7 +83,7 @@ pub async fn run(
 
 /// Subscribes and follows; after a loss, subscribes again with backoff, for ever.
 async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Result<()> {
-    let (mut conn, mut rx, sharded) = subscribe(target, name, json).await?;
+    let (mut conn, mut rx, sharded) = subscribe(target, name, json, true).await?;
     let mut pause = FIRST_BACKOFF;
     loop {
         let since = tokio::time::Instant::now();
@@ -103,7 +107,7 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
         }
         (conn, rx) = loop {
             tokio::time::sleep(pause).await;
-            match subscribe(target, name, json).await {
+            match subscribe(target, name, json, false).await {
                 Ok((c, r, _)) => break (c, r),
                 Err(e) => {
                     tracing::debug!(error = %e.0, "watch: the server is still unreachable");
@@ -123,11 +127,14 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
     }
 }
 
-/// A subscriber connection on the lock's channels, announced by a `watching` line.
+/// A subscriber connection on the lock's channels, announced by a `watching` line and the
+/// server (`first`: as read at connect; after a reconnect, read again: a failover may have
+/// moved the master).
 async fn subscribe(
     target: &Target,
     name: &str,
     json: bool,
+    first: bool,
 ) -> Result<(PushConn, mpsc::UnboundedReceiver<PushInfo>, bool)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut conn = target.push_conn(tx).await?;
@@ -145,15 +152,25 @@ async fn subscribe(
         conn.psubscribe(&pattern).await?;
         channels.push(pattern);
     }
+    let server = if first {
+        target.server.clone()
+    } else {
+        target.read_server().await
+    };
+    let line = server.line();
     emit(
         json,
         Event {
             event: "watching",
             channels: Some(channels.clone()),
+            server: Some(server),
             ..Event::default()
         },
         &format!("watching {name} on {}", channels.join(", ")),
     )?;
+    if !json {
+        emit(false, Event::default(), &line)?;
+    }
     Ok((conn, rx, sharded))
 }
 

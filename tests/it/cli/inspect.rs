@@ -139,15 +139,10 @@ async fn inspect_tells_the_synchronizers_apart() {
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("not a lock"), "{}", out.stderr);
     assert_eq!(sem.available_permits().await.unwrap(), 0);
-    let listed = json(args(&server, &["list", "cli:*"])).await;
-    assert_eq!(listed.as_array().unwrap().len(), 0, "{listed}");
-    let listed = json(args(&server, &["list", "cli:*", "--all"])).await;
-    let kinds: Vec<&str> = listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["kind"].as_str().unwrap())
-        .collect();
+    let v_list = json(args(&server, &["list", "cli:*"])).await;
+    assert_eq!(listed(&v_list).len(), 0, "{v_list}");
+    let all = listed(&json(args(&server, &["list", "cli:*", "--all"])).await);
+    let kinds: Vec<&str> = all.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert!(
         kinds.contains(&"permit_semaphore") && kinds.contains(&"semaphore"),
         "{kinds:?}"

@@ -23,8 +23,8 @@ async fn non_reentrant_locks_show_as_their_reentrant_data_and_force_unlock_wakes
         field(&holder, plain.owner()).as_str()
     );
     assert_eq!(v["holders"][0]["count"], 1);
-    let listed = json(args(&server, &["list", "cli:nr*"])).await;
-    assert_eq!(listed[0]["kind"], "reentrant", "{listed}");
+    let v = json(args(&server, &["list", "cli:nr*"])).await;
+    assert_eq!(crate::cli::listed(&v)[0]["kind"], "reentrant", "{v}");
 
     // A non-reentrant fair lock with a queued waiter: the fair data, and force-unlock wakes the
     // head on its own channel long before the holder's 30 s watchdog lease would.

@@ -20,9 +20,9 @@ async fn list_scans_past_the_first_page() {
     let _: () = pipe.query_async(&mut raw).await.unwrap();
 
     let v = json(args(&server, &["list", "cli-list:*", "--count", "10"])).await;
-    let entries = v.as_array().unwrap();
+    let entries = listed(&v);
     assert_eq!(entries.len(), 300, "{v}");
-    for e in entries {
+    for e in &entries {
         assert_eq!(e["holders"], 1, "{e}");
         assert!(e["ttl_ms"].as_i64().unwrap() > 0);
         assert!(e["name"].as_str().unwrap().starts_with("cli-list:"));
@@ -39,11 +39,22 @@ async fn list_scans_past_the_first_page() {
         &["list", "cli-list:*", "--count", "10", "--all"],
     ))
     .await;
-    assert_eq!(all.as_array().unwrap().len(), 301);
+    assert_eq!(listed(&all).len(), 301);
     let human = cli(&args(&server, &["list", "cli-list:*"])).await;
     assert_eq!(human.code, 0);
-    assert_eq!(human.stdout.lines().count(), 301, "header + 300 rows");
-    assert!(human.stdout.starts_with("KIND"), "{}", human.stdout);
+    assert_eq!(
+        human.stdout.lines().count(),
+        302,
+        "server + header + 300 rows"
+    );
+    let mut lines = human.stdout.lines();
+    let port = format!("127.0.0.1:{}", server.port);
+    assert!(lines.next().unwrap().contains(&port), "{}", human.stdout);
+    assert!(
+        lines.next().unwrap().starts_with("KIND"),
+        "{}",
+        human.stdout
+    );
 }
 
 /// Calls of `command` since the last `CONFIG RESETSTAT` (`INFO commandstats`).
@@ -113,9 +124,8 @@ async fn list_never_reads_a_big_hash_whole_and_skips_other_types() {
 
     reset_stats(&mut raw).await;
     let v = json(args(&server, &["list", "cli-big:*"])).await;
-    let names: Vec<&str> = v
-        .as_array()
-        .unwrap()
+    let entries = listed(&v);
+    let names: Vec<&str> = entries
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
@@ -133,7 +143,7 @@ async fn list_never_reads_a_big_hash_whole_and_skips_other_types() {
 
     reset_stats(&mut raw).await;
     let v = json(args(&server, &["list", "cli-big:*", "--all"])).await;
-    let entries = v.as_array().unwrap();
+    let entries = listed(&v);
     assert_eq!(entries.len(), 10, "{v}");
     let of = |name: &str| entries.iter().find(|e| e["name"] == name).unwrap().clone();
     assert_eq!(of("cli-big:app")["kind"], "unknown");
@@ -166,7 +176,7 @@ async fn list_limit_stops_the_scan_early() {
 
     reset_stats(&mut raw).await;
     let all = json(args(&server, &["list", "cli-limit:*", "--count", "20"])).await;
-    assert_eq!(all.as_array().unwrap().len(), 300);
+    assert_eq!(listed(&all).len(), 300);
     let full_scan = calls(&mut raw, "scan").await;
     assert!(full_scan >= 10, "a full scan took {full_scan} SCAN calls");
 
@@ -176,7 +186,7 @@ async fn list_limit_stops_the_scan_early() {
         &["list", "cli-limit:*", "--count", "20", "--limit", "10"],
     ))
     .await;
-    assert_eq!(some.as_array().unwrap().len(), 10, "{some}");
+    assert_eq!(listed(&some).len(), 10, "{some}");
     let limited = calls(&mut raw, "scan").await;
     assert!(
         limited < full_scan / 2,

@@ -14,6 +14,7 @@ mod list;
 mod options;
 mod read_only;
 mod run;
+mod server;
 mod synchronizers;
 #[cfg(feature = "tls")]
 mod tls;
@@ -113,6 +114,23 @@ pub(crate) async fn json(args: Vec<String>) -> Value {
     let out = cli(&args).await;
     assert_eq!(out.code, 0, "stderr: {}", out.stderr);
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// Runs with `--json` and `stdin` (as [`cli_in`]), expects exit `code`, parses stdout.
+pub(crate) async fn json_in(args: Vec<String>, stdin: Option<&str>, code: i32) -> Value {
+    let mut args = args;
+    args.insert(0, "--json".to_owned());
+    let out = cli_in(&args, stdin).await;
+    assert_eq!(out.code, code, "stderr: {}", out.stderr);
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// The entries of a `list --json` document: the array opens with `{"server": {...}}` (where
+/// it looked), the entries follow.
+pub(crate) fn listed(v: &Value) -> Vec<Value> {
+    let all = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    assert!(all[0]["server"]["address"].is_string(), "{v}");
+    all[1..].to_vec()
 }
 
 pub(crate) fn lock_channel(name: &str) -> String {

@@ -125,11 +125,15 @@ async fn reads_every_kind(
             full["holders"].as_array().map(Vec::len)
         );
         assert_ne!(v["kind"], Value::Null, "{name}: {v}");
+        // INFO and ROLE are in the rule: the server is named in full.
+        assert_eq!(v["server"]["role"], "master", "{v}");
+        assert_eq!(v["server"]["version"], full["server"]["version"], "{v}");
+        assert_eq!(v["server"]["error"], Value::Null, "{v}");
     }
     let (code, out, err) = as_oncall(target, &["--json", "list", "--all", "ro:*"]).await;
     assert_eq!(code, 0, "list: {err}");
     let v: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), things.len(), "{v}");
+    assert_eq!(crate::cli::listed(&v).len(), things.len(), "{v}");
     // watch subscribes and hears a release.
     let name = format!("{}watched", things[0].0.trim_end_matches("rl"));
     let guard = writer.get_lock(&name).lock().await.unwrap();
@@ -187,4 +191,43 @@ async fn a_read_only_user_reads_a_cluster() {
         &writer,
     )
     .await;
+}
+
+/// A user refused `INFO` and `ROLE` still reads: the output says what the server would not
+/// tell, where the server's name, version and role would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_refused_info_and_role_reads_and_is_told_so() {
+    let (server, writer, mut raw) = fixture().await;
+    let rule: Vec<&str> = ONCALL_RULE
+        .iter()
+        .copied()
+        .filter(|r| *r != "+info" && *r != "+role")
+        .collect();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "oncall", "on", &format!(">{PASSWORD}")][..])
+        .arg(&rule)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    writer.get_lock("ro:blind").lock().await.unwrap().detach();
+    let url = format!("redis://oncall@127.0.0.1:{}", server.port);
+    let (code, out, err) = as_oncall(&["--url", &url], &["inspect", "ro:blind"]).await;
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("server: a server at 127.0.0.1:{}", server.port)),
+        "{out}"
+    );
+    assert!(
+        first.contains("ROLE refused") && first.contains("INFO refused"),
+        "{out}"
+    );
+    assert!(out.contains("reentrant"), "{out}");
+    let (code, out, err) = as_oncall(&["--url", &url], &["--json", "inspect", "ro:blind"]).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["kind"], "reentrant", "{v}");
+    assert_eq!(v["server"]["version"], Value::Null, "{v}");
+    let error = v["server"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("INFO refused"), "{v}");
 }

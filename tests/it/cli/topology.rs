@@ -64,6 +64,16 @@ async fn works_on_a_cluster_and_through_sentinel() {
         field(&holder, guard.owner()).as_str()
     );
     assert_eq!(last["channels"][0], "redisson_lock__channel:cli:{c}");
+    // Where: every master, each named.
+    assert_eq!(last["server"]["topology"], "cluster", "{last}");
+    let masters = last["server"]["nodes"].as_array().unwrap();
+    assert_eq!(masters.len(), 3, "{last}");
+    for m in masters {
+        assert_eq!(m["role"], "master", "{last}");
+        assert_eq!(m["name"], "redis", "{last}");
+        let port = m["address"].as_str().unwrap().rsplit(':').next().unwrap();
+        assert!(seeds.contains(&format!(":{port}")), "{last}");
+    }
 
     // Keys in many slots: list must scan every master.
     for i in 0..30 {
@@ -77,12 +87,12 @@ async fn works_on_a_cluster_and_through_sentinel() {
     let out = cli(&cluster_args(&["list", "cli-c:*", "--count", "5"])).await;
     let v: Value = serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
-    assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
+    assert_eq!(listed(&v).len(), 30, "{v}");
     // --all reads every type, and counts subscribers on every node once per scan.
     let out = cli(&cluster_args(&["list", "cli-c:*", "--all", "--count", "5"])).await;
     let v: Value = serde_json::from_str(out.stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
-    assert_eq!(v.as_array().unwrap().len(), 30, "{v}");
+    assert_eq!(listed(&v).len(), 30, "{v}");
 
     // watch hears the release through the cluster (SPUBLISH on Redis 7).
     let mut watch_args = cluster_args(&["watch", "cli:{c}", "--for", "600"]);
@@ -114,6 +124,18 @@ async fn works_on_a_cluster_and_through_sentinel() {
     assert_eq!(
         v["holders"][0]["owner"],
         field(&client, guard.owner()).as_str()
+    );
+    // Where: the master the sentinels name.
+    assert_eq!(v["server"]["topology"], "sentinel", "{v}");
+    assert_eq!(v["server"]["master_name"], MASTER_NAME, "{v}");
+    assert_eq!(v["server"]["role"], "master", "{v}");
+    let port = sentinel.master_port().unwrap();
+    assert!(
+        v["server"]["address"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}")),
+        "{v}"
     );
 
     // watch subscribes on the master the sentinels name.
