@@ -249,6 +249,95 @@ fn acquired_since(histories: &[PathBuf], lock: &str, since: u64) -> bool {
     })
 }
 
+/// Each history's holds of `lock` as (start, end when told): from `acquired` to its
+/// `releasing`/`released` (or `lost`).
+fn holds_of(history: &PathBuf, lock: &str) -> Vec<(u64, Option<u64>)> {
+    let mut holds: Vec<(u64, Option<u64>)> = Vec::new();
+    for e in read_events(history) {
+        if e.get("lock") != Some(lock) {
+            continue;
+        }
+        match e.kind.as_str() {
+            "acquired" => holds.push((e.num("start").unwrap_or(u64::MAX), None)),
+            "releasing" | "released" | "lost" => {
+                if let Some(h) = holds.last_mut().filter(|h| h.1.is_none()) {
+                    h.1 = Some(e.num("end").unwrap_or_else(mono_ns));
+                }
+            }
+            _ => {}
+        }
+    }
+    holds
+}
+
+/// Whether a hold of `lock` is open now that began long enough ago to have replicated
+/// (`SETTLE_NS`) and recently enough to outlast a prompt promotion (half of `HOLD_MS`): the
+/// moment to wipe and switch, so that the switch hits it.
+fn fresh_hold(histories: &[PathBuf], lock: &str) -> bool {
+    let now = mono_ns();
+    let young = HOLD_MS * 1_000_000 / 2;
+    histories.iter().any(|p| {
+        holds_of(p, lock).last().is_some_and(|&(start, end)| {
+            end.is_none() && start + SETTLE_NS < now && now - start < young
+        })
+    })
+}
+
+/// Whether a switch wiped at `wiped_at` and promoted at `at` hit a hold of `lock`: one that
+/// began before the wipe (less `SETTLE_NS`) and was still open at the promotion (as
+/// `outcome` counts the affected holds).
+fn hit_a_hold(histories: &[PathBuf], lock: &str, wiped_at: u64, at: u64) -> bool {
+    let before = wiped_at.saturating_sub(SETTLE_NS);
+    histories.iter().any(|p| {
+        holds_of(p, lock)
+            .iter()
+            .any(|&(start, end)| start < before && end.is_none_or(|e| e > at))
+    })
+}
+
+/// Extra switches a round may add when its planned ones hit no hold of a group without replica
+/// sync (a promotion slower than the hold under load): the round proves nothing until one does.
+const EXTRA_SWITCHES: usize = 3;
+
+/// Waits (bounded) until every group without replica sync has a [`fresh_hold`]; says so when
+/// one has none (the switch may then hit no hold, and the round adds one).
+fn wait_fresh_holds(
+    groups: &[GroupSpec],
+    of_group: impl Fn(&GroupSpec) -> Vec<PathBuf>,
+    kind: &str,
+) {
+    let fresh = wait_until(Duration::from_secs(30), || {
+        groups
+            .iter()
+            .filter(|g| !g.sync)
+            .all(|g| fresh_hold(&of_group(g), &g.lock))
+    });
+    if !fresh {
+        eprintln!("failovers: no fresh hold in every group before the {kind}");
+    }
+}
+
+/// After a switch (wiped at `wiped_at`, promoted at `at`): marks the groups it hit and, when
+/// it was the last planned one and a group without replica sync is still unhit, plans one
+/// more switch of the first planned kind (at most [`EXTRA_SWITCHES`]).
+fn more_if_no_hit(
+    groups: &[GroupSpec],
+    of_group: impl Fn(&GroupSpec) -> Vec<PathBuf>,
+    hit: &mut [bool],
+    (wiped_at, at): (u64, u64),
+    (kinds, done, planned): (&mut Vec<&'static str>, usize, usize),
+) {
+    for (g, spec) in groups.iter().enumerate() {
+        if wiped_at != 0 && hit_a_hold(&of_group(spec), &spec.lock, wiped_at, at) {
+            hit[g] = true;
+        }
+    }
+    if done == kinds.len() && hit.contains(&false) && kinds.len() < planned + EXTRA_SWITCHES {
+        eprintln!("failovers: the switches hit no hold of a group yet: one more switch");
+        kinds.push(kinds[0]);
+    }
+}
+
 /// Waits up to `within` for `done`, calling `kick` every `every` while it is not: a failover
 /// or a resync the servers gave up on (an election that timed out on a loaded machine, a
 /// manual failover aborted after its 5 s) is asked for again instead of waited out.
@@ -527,7 +616,13 @@ pub async fn sentinel_round(
         // 0: `s.master` is the master; 1: `s.replica` is.
         let mut master_is_replica_node = false;
         let mut last_failover: Option<Instant> = None;
-        for &kind in &plan {
+        // Which groups without replica sync a switch has hit (those with it count as hit).
+        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync).collect();
+        let mut kinds = plan.clone();
+        let mut k = 0;
+        while k < kinds.len() {
+            let kind = kinds[k];
+            k += 1;
             // Every group holds, and the replica is in sync.
             let held = wait_until(Duration::from_secs(30), || {
                 groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
@@ -577,6 +672,7 @@ pub async fn sentinel_round(
                     std::thread::sleep(quiet.saturating_sub(t.elapsed()));
                 }
             }
+            wait_fresh_holds(&groups, of_group, kind);
             // The holds seen have replicated before the wipe (see SETTLE_NS).
             std::thread::sleep(Duration::from_millis(
                 SETTLE_NS / 1_000_000 + rng.random_range(0..300),
@@ -642,6 +738,13 @@ pub async fn sentinel_round(
             );
             faults.push(fault);
             wiped.push(wiped_at);
+            more_if_no_hit(
+                &groups,
+                of_group,
+                &mut hit,
+                (wiped_at, at),
+                (&mut kinds, k, plan.len()),
+            );
             // The sentinels end a failover by announcing the switch (once they saw the
             // promoted replica say so): until then they may still act on the old master, so
             // nothing else happens before it (bounded: a switch never announced is a failure
@@ -777,7 +880,12 @@ pub async fn cluster_round(
         let of_group = |g: &GroupSpec| group_histories(&groups, &fleet, g);
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
-        for &kind in &plan {
+        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync).collect();
+        let mut kinds = plan.clone();
+        let mut k = 0;
+        while k < kinds.len() {
+            let kind = kinds[k];
+            k += 1;
             let held = wait_until(Duration::from_secs(30), || {
                 groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
             });
@@ -795,6 +903,7 @@ pub async fn cluster_round(
                 },
             );
             assert!(synced, "the replica syncs before the {kind}");
+            wait_fresh_holds(&groups, of_group, kind);
             // The holds seen have replicated before the wipe (see SETTLE_NS).
             std::thread::sleep(Duration::from_millis(
                 SETTLE_NS / 1_000_000 + rng.random_range(0..300),
@@ -842,8 +951,16 @@ pub async fn cluster_round(
                 "failovers: {kind} promoted {} ms after it began",
                 (fault.end - start) / 1_000_000
             );
+            let at = fault.end;
             faults.push(fault);
             wiped.push(wiped_at);
+            more_if_no_hit(
+                &groups,
+                of_group,
+                &mut hit,
+                (wiped_at, at),
+                (&mut kinds, k, plan.len()),
+            );
             if mode.is_none() {
                 // Back, empty, with its nodes.conf: it rejoins as the new master's replica.
                 cluster.nodes[m].restart();
