@@ -105,6 +105,11 @@ impl Client {
                 .await;
             if let Err(e) = probe {
                 if config.replica_sync_policy() != ReplicaSync::BestEffort {
+                    // An ACL refusal (`is_permission_denied`) or a lost connection speaks for
+                    // itself; anything else is a server without the command or the AOF.
+                    if e.code().is_none() || e.code() == Some("NOPERM") {
+                        return Err(e.into());
+                    }
                     return Err(LockError::InvalidArgument(
                         "WAITAOF was refused: it needs Redis 7.2+ (and appendonly yes for local fsync)",
                     ));

@@ -170,7 +170,8 @@ pub enum LockError {
     /// fsyncs), and the [`ReplicaSync::Required`](crate::ReplicaSync::Required) policy (the
     /// default) does not allow going on without: reported by
     /// [`Client::connect`](crate::Client::connect) when its `WAIT` probe is refused (a refused
-    /// `WAITAOF` probe is an [`InvalidArgument`](LockError::InvalidArgument)), or by the lock
+    /// `WAITAOF` probe is an [`InvalidArgument`](LockError::InvalidArgument), or a
+    /// [`Redis`](LockError::Redis) error with `is_permission_denied()` when an ACL denies it), or by the lock
     /// write whose command was refused (an acquire is undone). Turn replica sync off, or allow
     /// [`ReplicaSync::BestEffort`](crate::ReplicaSync::BestEffort).
     #[error("the server refused `{command}` ({detail}): lock writes cannot be confirmed; turn replica sync off or allow ReplicaSync::BestEffort")]

@@ -139,3 +139,44 @@ async fn aof_sync_settings_are_checked() {
         assert!(err.is_invalid_argument(), "{err}");
     }
 }
+
+/// A user whose ACL denies `WAITAOF` is told so (`is_permission_denied`, the server's words), not
+/// that the server is too old: on the pinned Valkey 9.1, which has `WAITAOF`, whatever server
+/// this run tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waitaof_denied_by_acl_is_a_permission_error() {
+    let server = TestServer::start_valkey9(&["--appendonly", "yes"]);
+    let _: () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER", "nofsync", "on", ">pw-7719", "~*", "&*", "+@all", "-waitaof",
+            ][..],
+        )
+        .query_async(&mut server.conn().await)
+        .await
+        .unwrap();
+    let url = format!("redis://nofsync:pw-7719@127.0.0.1:{}/", server.port);
+    let err = Client::with_config(redisson_lock::Config::new(url).with_aof_sync(local(1_000)))
+        .await
+        .expect_err("WAITAOF denied by the ACL, yet connected");
+    assert!(err.is_permission_denied(), "{err:?}");
+    assert!(
+        !err.to_string().contains("7.2"),
+        "blames the version: {err}"
+    );
+    // The same user without the option connects and locks.
+    let client = Client::connect(&format!(
+        "redis://nofsync:pw-7719@127.0.0.1:{}/",
+        server.port
+    ))
+    .await
+    .unwrap();
+    client
+        .get_lock("aof:acl")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
