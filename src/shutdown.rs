@@ -17,6 +17,7 @@ use crate::raw::read_timeout_prefix;
 use crate::retry::Retry;
 use crate::scripts::{self, Layout, Op, PesKeys};
 use crate::shared::{ClientInner, HeldPermit};
+use crate::time::epoch_ms;
 
 /// What [`Client::shutdown`](crate::Client::shutdown) did: the holds it released and the ones
 /// it could not (those expire with their lease: the watchdog no longer renews them).
@@ -182,12 +183,6 @@ async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result
             }
         }
     }
-}
-
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `lua/trim.lua` to zero for `hold`, built from what the hold remembers of its kind.

@@ -20,7 +20,7 @@ use crate::pubsub::Channel;
 use crate::raw::{Acquire, Delays, KindExt, LockKind, Op, RawLock, Write};
 use crate::retry::Retry;
 use crate::scripts::Layout;
-use crate::time::later;
+use crate::time::{epoch_ms, later, remaining};
 
 /// A grant the engine booked, for the facade to wrap in a guard.
 #[derive(Debug)]
@@ -629,21 +629,3 @@ impl<K: LockKind> Lock<K> {
 /// second try after subscribing (issue 24 item 3). Only this owner's queue turn is published
 /// there, so the lingering subscription receives nothing meanwhile.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
-
-/// Milliseconds since the Unix epoch (the fair lock's deadlines use client clocks, as Redisson).
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
-fn remaining(deadline: Option<Instant>) -> Option<Duration> {
-    match deadline {
-        None => Some(Duration::MAX),
-        Some(d) => d
-            .checked_duration_since(Instant::now())
-            .filter(|l| !l.is_zero()),
-    }
-}

@@ -36,6 +36,7 @@ use crate::pubsub::Wake;
 use crate::retry::Retry;
 use crate::scripts::Call;
 use crate::shared::Client;
+pub(crate) use crate::time::{epoch_ms, remaining};
 
 /// The longest a waiter sleeps without a message before it tries again: a bound, not a poll,
 /// for the case where a message was published where this client could not hear it (e.g. by a
@@ -138,16 +139,6 @@ where
             return Ok(None);
         };
         let _ = tokio::time::timeout(pause.min(left), notified).await;
-    }
-}
-
-/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
-pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
-    match deadline {
-        None => Some(Duration::MAX),
-        Some(d) => d
-            .checked_duration_since(Instant::now())
-            .filter(|l| !l.is_zero()),
     }
 }
 
@@ -379,12 +370,4 @@ pub(crate) async fn run_once<T: redis::FromRedisValue>(
     inv.invoke_async::<T>(&mut conn)
         .await
         .map_err(|e| write_error(kind, name, &mut conn, e))
-}
-
-/// Milliseconds since the Unix epoch (Redisson's permit leases use client clocks).
-pub(crate) fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

@@ -15,17 +15,10 @@ use crate::holds::permits::WatchedPermit;
 use crate::observe;
 use crate::scripts::{self, PesKeys};
 use crate::shared::ClientInner;
+use crate::time::epoch_ms;
 
 /// The metrics' `kind` label of a watched permit.
 const KIND: &str = "permit_semaphore";
-
-/// Epoch milliseconds (the client clock, as Redisson's permit leases).
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 pub(super) async fn renew(client: &ClientInner) {
     let watched = client.holds.permits.watched();
