@@ -78,7 +78,8 @@ fn value(text: &str, series: &str) -> Option<f64> {
 }
 
 /// A held lock shows in `Client::holds` and in the hold gauges while it is held, and leaves
-/// both when it is released; a MultiLock records its acquire as kind `multi`.
+/// both when it is released; a MultiLock records its acquire as kind `multi`, a RedLock as
+/// `redlock`.
 async fn holds_while_held(server: &TestServer, handle: &PrometheusHandle) {
     // A short watchdog lease: its tick (a third of it) reports the gauges.
     let client = server
@@ -157,4 +158,14 @@ async fn holds_while_held(server: &TestServer, handle: &PrometheusHandle) {
     assert_eq!(value(&text, multi_waits), Some(1.0), "{text}");
     let multi_releases = "redisson_lock_releases_total{kind=\"multi\",outcome=\"released\"}";
     assert_eq!(value(&text, multi_releases), Some(1.0), "{text}");
+    // A RedLock: the same, with kind `redlock`.
+    let red =
+        redisson_lock::RedLock::new([client.get_lock("p:r1"), client.get_lock("p:r2")]).unwrap();
+    red.lock().await.unwrap().unlock().await.unwrap();
+    let text = handle.render();
+    let red_waits =
+        "redisson_lock_acquire_wait_seconds_count{kind=\"redlock\",outcome=\"acquired\"}";
+    assert_eq!(value(&text, red_waits), Some(1.0), "{text}");
+    let red_holds = "redisson_lock_hold_seconds_count{kind=\"redlock\"}";
+    assert_eq!(value(&text, red_holds), Some(1.0), "{text}");
 }
