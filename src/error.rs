@@ -350,8 +350,9 @@ pub(crate) fn is_redirect(e: &redis::RedisError) -> bool {
 }
 
 /// Map a script error on `key` to our variants (WRONGTYPE becomes [`LockError::WrongType`]).
-pub(crate) fn from_script(key: &str, e: redis::RedisError) -> LockError {
-    crate::observe::script_error();
+/// `kind`: the object's kind, for the script error counter.
+pub(crate) fn from_script(kind: &'static str, key: &str, e: redis::RedisError) -> LockError {
+    crate::observe::script_error(kind);
     let wrong_type = e.code() == Some("WRONGTYPE")
         || e.detail().is_some_and(|d| d.contains("WRONGTYPE"))
         || e.to_string().contains("WRONGTYPE");

@@ -106,13 +106,13 @@ impl FencedValue {
         self.client.check_open()?;
         let call = scripts::fenced_set(&self.key, &self.fence, token, value.as_ref());
         let config = self.client.config();
-        let mut retry = Retry::attempts(config).op("fencing");
+        let mut retry = Retry::attempts(config).op("fencing").kind("fenced_value");
         loop {
             let mut conn = self.client.conn();
             match call.invoke_async::<i64>(&mut conn).await {
                 Ok(n) => return Ok(n == 1),
                 Err(e) => {
-                    let e = from_script(&self.key, e);
+                    let e = from_script("fenced_value", &self.key, e);
                     if !retry.again(&e).await {
                         return Err(e);
                     }

@@ -20,6 +20,7 @@ mod doctests;
 mod endpoints;
 mod error;
 mod fencing;
+mod held;
 mod holds;
 mod keys;
 mod latches;
@@ -69,6 +70,7 @@ pub use endpoints::Endpoints;
 pub use config::{redact as redact_url, url_with_password};
 pub use error::{LockError, Result};
 pub use fencing::FencedValue;
+pub use held::HeldLock;
 pub use lock::LockGuard;
 pub use lock::{ForceUnlock, Lock, LockTtl};
 pub use multi::{

@@ -59,6 +59,8 @@ pub(crate) struct Retry<'c> {
     limit: Limit,
     /// The metrics' `op` label of its retries.
     op: &'static str,
+    /// The metrics' `kind` label of its retries (`none`: not about one object).
+    kind: &'static str,
 }
 
 impl<'c> Retry<'c> {
@@ -69,6 +71,7 @@ impl<'c> Retry<'c> {
             failures: 0,
             limit: Limit::Attempts,
             op: "other",
+            kind: "none",
         }
     }
 
@@ -79,6 +82,7 @@ impl<'c> Retry<'c> {
             failures: 0,
             limit: Limit::Until(deadline),
             op: "other",
+            kind: "none",
         }
     }
 
@@ -89,6 +93,7 @@ impl<'c> Retry<'c> {
             failures: 0,
             limit: Limit::Forever,
             op: "other",
+            kind: "none",
         }
     }
 
@@ -111,7 +116,7 @@ impl<'c> Retry<'c> {
             Limit::Forever => true,
         };
         within.then(|| {
-            crate::observe::retry(self.op);
+            crate::observe::retry(self.kind, self.op);
             let pause = jittered(self.config.backoff(self.failures));
             self.failures = self.failures.saturating_add(1);
             pause
@@ -121,6 +126,13 @@ impl<'c> Retry<'c> {
     /// Names the operation whose retries these are (`redisson_lock_retries_total`'s `op`).
     pub(crate) fn op(mut self, op: &'static str) -> Self {
         self.op = op;
+        self
+    }
+
+    /// Names the kind of object whose retries these are (`redisson_lock_retries_total`'s
+    /// `kind`).
+    pub(crate) fn kind(mut self, kind: &'static str) -> Self {
+        self.kind = kind;
         self
     }
 

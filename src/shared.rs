@@ -129,21 +129,13 @@ impl Client {
         self.inner.conn.synced()
     }
 
-    /// The server's URL on a standalone deployment (for spans' `server.*` attributes).
-    pub(crate) fn server_url(&self) -> Option<&str> {
-        match self.inner.config.topology() {
-            crate::config::Topology::Single { url } => Some(url),
-            _ => None,
-        }
-    }
-
     /// Whether this client talks to a Redis Cluster (checked without cloning the connection).
     pub(crate) fn is_cluster(&self) -> bool {
         self.inner.conn.is_cluster()
     }
 
     /// This client's holds, per (lock key, owner).
-    pub(crate) fn holds(&self) -> &Holds {
+    pub(crate) fn registry(&self) -> &Holds {
         &self.inner.holds
     }
 

@@ -17,6 +17,7 @@ use crate::raw::read_timeout_prefix;
 use crate::retry::Retry;
 use crate::scripts::{self, Layout, Op, PesKeys};
 use crate::shared::{ClientInner, HeldPermit};
+use crate::time::epoch_ms;
 
 /// What [`Client::shutdown`](crate::Client::shutdown) did: the holds it released and the ones
 /// it could not (those expire with their lease: the watchdog no longer renews them).
@@ -116,13 +117,15 @@ async fn release(client: &ClientInner, hold: &Arc<Hold>) -> Outcome {
     }
     let call = trim_to_zero(client, hold);
     let mut conn = client.conn.clone();
-    let mut retry = Retry::attempts(&client.config).op("shutdown");
+    let mut retry = Retry::attempts(&client.config)
+        .op("shutdown")
+        .kind(hold.kind.name);
     let found = loop {
         // The trim to zero is idempotent: trying it again cannot release anyone else's hold.
         match call.invoke_async::<i64>(&mut conn).await {
             Ok(found) => break Ok(found),
             Err(e) => {
-                let e = from_script(&hold.key, e);
+                let e = from_script(hold.kind.name, &hold.key, e);
                 if !retry.again(&e).await {
                     break Err(e);
                 }
@@ -157,7 +160,9 @@ async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result
         publish: client.publish,
     };
     let mut conn = client.conn.clone();
-    let mut retry = Retry::attempts(&client.config).op("shutdown");
+    let mut retry = Retry::attempts(&client.config)
+        .op("shutdown")
+        .kind("permit_semaphore");
     loop {
         let call = scripts::pes_release(&keys, &id, epoch_ms());
         match call.invoke_async::<i64>(&mut conn).await {
@@ -166,7 +171,7 @@ async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result
                 return Ok(());
             }
             Err(e) => {
-                let e = from_script(&p.name, e);
+                let e = from_script("permit_semaphore", &p.name, e);
                 if !retry.again(&e).await {
                     return Err(Unreleased {
                         name: p.name.clone(),
@@ -178,12 +183,6 @@ async fn give_back(client: &ClientInner, id: [u8; 16], p: &HeldPermit) -> Result
             }
         }
     }
-}
-
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `lua/trim.lua` to zero for `hold`, built from what the hold remembers of its kind.

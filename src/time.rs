@@ -1,5 +1,6 @@
 //! Time bounds shared by every lock: the longest duration we represent, instants that never
-//! overflow, and Redlock's clock-drift allowance.
+//! overflow, Redlock's clock-drift allowance, the time left before a deadline and the client's
+//! epoch milliseconds.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,24 @@ pub(crate) fn later(t: Instant, d: Duration) -> Instant {
 /// running faster than ours: 1 % of the lease + 2 ms, as in Redlock.
 pub(crate) fn drift(lease: Duration) -> Duration {
     lease / 100 + DRIFT_FIXED
+}
+
+/// Milliseconds since the Unix epoch on this client's clock (Redisson's fair-lock deadlines and
+/// permit leases use client clocks).
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
+pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(Duration::MAX),
+        Some(d) => d
+            .checked_duration_since(Instant::now())
+            .filter(|l| !l.is_zero()),
+    }
 }
 
 #[cfg(test)]

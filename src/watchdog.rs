@@ -37,6 +37,8 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
     // This task is spawned while the client is being built: until `with_config` wakes it once
     // the client is complete, `upgrade` would fail as if the client were gone, and end the task.
     wake.notified().await;
+    // This client's part of the hold gauges, removed when the task ends (or is aborted).
+    let gauges = observe::HoldsReport::new();
     // When the last pass began: the next one is due a period after that.
     let mut last_pass: Option<Instant> = None;
     loop {
@@ -47,6 +49,9 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
             let Some(c) = client.upgrade() else { return };
             // Bookkeeping of holds that ended while another reference was briefly alive.
             c.holds.sweep();
+            // The hold gauges, once a period (and after each wake-up): a stuck hold shows
+            // while it is stuck, at the cost of one scan of the holds per tick.
+            gauges.report(|| c.holds.held_since());
             let period = c.config.watchdog_timeout() / 3;
             let failover = c.conn.topology_changed();
             (c.holds.any_watched().then_some(period), period, failover)
@@ -142,29 +147,39 @@ async fn renew_holds(client: &ClientInner) {
     for (chunk, epochs, reply) in join_all(batches).await {
         match reply {
             Ok(Value::Array(results)) if results.len() == chunk.len() => {
-                let mut renewed = 0;
+                // Renewals counted per kind (a batch may carry several kinds).
+                let mut renewed: Vec<(&'static str, u64)> = Vec::new();
                 for ((slot, epoch), r) in chunk.iter().zip(epochs).zip(results) {
+                    let kind = slot.kind.name;
                     if matches!(r, Value::Int(1)) {
-                        observe::renewal_slack(lease.saturating_sub(slot.renewed_at().elapsed()));
+                        observe::renewal_slack(
+                            kind,
+                            lease.saturating_sub(slot.renewed_at().elapsed()),
+                        );
                         slot.renewed(started);
-                        renewed += 1;
+                        match renewed.iter_mut().find(|(k, _)| *k == kind) {
+                            Some((_, n)) => *n += 1,
+                            None => renewed.push((kind, 1)),
+                        }
                     } else if slot.lose(epoch) {
-                        observe::lease_lost("watchdog");
+                        observe::lease_lost(kind, "watchdog");
                         tracing::warn!(
                             lock = %slot.key, owner = %slot.field,
                             "lock lost: the watchdog found the hold gone"
                         );
                     }
                 }
-                observe::renewed(renewed);
+                for (kind, n) in renewed {
+                    observe::renewed(kind, n);
+                }
             }
             Ok(other) => {
-                observe::script_error();
+                script_errors(&chunk);
                 tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
                 put_at_risk(&chunk, &epochs);
             }
             Err(e) => {
-                observe::script_error();
+                script_errors(&chunk);
                 tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
                 put_at_risk(&chunk, &epochs);
                 expire_unrenewed(&chunk, &epochs, lease);
@@ -173,12 +188,22 @@ async fn renew_holds(client: &ClientInner) {
     }
 }
 
+/// A renewal script failed: one script error for each kind it carried.
+fn script_errors(chunk: &[Arc<Hold>]) {
+    let mut kinds: Vec<&'static str> = chunk.iter().map(|h| h.kind.name).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    for kind in kinds {
+        observe::script_error(kind);
+    }
+}
+
 /// A renewal of these holds failed: each one still in the epoch it was sent for is at risk
 /// until a renewal is confirmed.
 fn put_at_risk(chunk: &[Arc<Hold>], epochs: &[u64]) {
     for (slot, &epoch) in chunk.iter().zip(epochs) {
         if slot.epoch() == epoch && slot.risk() {
-            observe::at_risk("failed");
+            observe::at_risk(slot.kind.name, "failed");
             tracing::info!(
                 lock = %slot.key, owner = %slot.field,
                 "lock at risk: its renewal failed (the lease is still valid)"
@@ -192,7 +217,7 @@ fn expire_unrenewed(chunk: &[Arc<Hold>], epochs: &[u64], lease: Duration) {
     let now = Instant::now();
     for (slot, &epoch) in chunk.iter().zip(epochs) {
         if now.duration_since(slot.renewed_at()) >= lease && slot.lose(epoch) {
-            observe::lease_lost("watchdog");
+            observe::lease_lost(slot.kind.name, "watchdog");
             tracing::warn!(
                 lock = %slot.key, owner = %slot.field,
                 "lock lost: not renewed for a whole lease (server unreachable)"

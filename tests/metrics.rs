@@ -128,7 +128,9 @@ async fn a_locks_life_is_recorded() {
         let holds = t.samples(observe::HOLD_TIME, &[("kind", "lock")]);
         assert_eq!(holds.len(), 1);
         assert!(holds[0] >= 1.4, "hold time {holds:?}");
-        assert!(t.counter(observe::RENEWALS, &[]) >= 1, "no renewal counted");
+        // Every counter has its `kind`.
+        let renewed = t.counter(observe::RENEWALS, &[("kind", "lock")]);
+        assert!(renewed >= 1, "no renewal counted");
     }
 
     // A waiter is parked while it waits, and a wait that ends without the lock is a timeout.
@@ -166,15 +168,16 @@ async fn a_locks_life_is_recorded() {
         .unwrap();
     let _: () = raw.del("m:lost").await.unwrap();
     assert!(matches!(g.unlock().await, Err(LockError::LeaseLost { .. })));
-    assert_eq!(now().counter(observe::LEASES_LOST, &[("by", "release")]), 1);
+    let lost = [("kind", "lock"), ("by", "release")];
+    assert_eq!(now().counter(observe::LEASES_LOST, &lost), 1);
 
     // A script error: the key is not a lock.
-    let before = now().counter(observe::SCRIPT_ERRORS, &[]);
+    let before = now().counter(observe::SCRIPT_ERRORS, &[("kind", "lock")]);
     let _: () = raw.set("m:string", "x").await.unwrap();
     assert!(client.get_lock("m:string").try_lock().await.is_err());
     {
         let t = now();
-        assert!(t.counter(observe::SCRIPT_ERRORS, &[]) > before);
+        assert!(t.counter(observe::SCRIPT_ERRORS, &[("kind", "lock")]) > before);
         assert_eq!(
             t.samples(observe::ACQUIRE_WAIT, &[("outcome", "error")])
                 .len(),
@@ -368,7 +371,7 @@ async fn subscriber_and_retries(server: &TestServer, now: &Now<'_>) {
     let lock = client.get_lock("m:retry");
     let taking = tokio::spawn(async move { lock.try_lock().await.map(|g| g.map(|g| g.detach())) });
     let retried = eventually(Duration::from_secs(20), || async {
-        now().counter(observe::RETRIES, &[("op", "acquire")]) >= 1
+        now().counter(observe::RETRIES, &[("kind", "lock"), ("op", "acquire")]) >= 1
     })
     .await;
     server.resume();
@@ -386,7 +389,10 @@ async fn at_risk(now: &Now<'_>) {
     let guard = client.get_lock("m:at-risk").lock().await.unwrap();
     proxy.set(support::proxy::Mode::Blackhole);
     let failed = eventually(Duration::from_secs(20), || async {
-        now().counter(observe::HOLDS_AT_RISK, &[("reason", "failed")]) >= 1
+        now().counter(
+            observe::HOLDS_AT_RISK,
+            &[("kind", "lock"), ("reason", "failed")],
+        ) >= 1
     })
     .await;
     proxy.set(support::proxy::Mode::Pass);

@@ -177,6 +177,12 @@ impl Client {
         self.inner.stats()
     }
 
+    /// The lock holds this client has now, oldest first (see
+    /// [`Client::holds`](crate::Client::holds)); nothing is sent to Redis.
+    pub fn holds(&self) -> Vec<crate::HeldLock> {
+        self.inner.holds()
+    }
+
     /// Shuts the client down: no new locks, the watchdog stopped, every hold of this client
     /// released (see [`crate::Client::shutdown`]).
     ///

@@ -279,6 +279,12 @@ impl ConnectionLike for Unnamed<'_> {
     }
 }
 
+impl crate::scripts::Peer for Conn {
+    fn server(&self) -> Option<&str> {
+        self.naming.server()
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {

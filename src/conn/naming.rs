@@ -27,6 +27,10 @@ pub(crate) const LIB_NAME: &str = "redisson-lock";
 #[derive(Debug)]
 pub(crate) struct Naming {
     name: String,
+    /// The server's URL on a standalone deployment (the round trips' `server.*` span
+    /// attributes: `scripts::Peer`); kept here, in the connection's shared state, so that a
+    /// handle costs nothing more to clone.
+    server: Option<String>,
     due: AtomicBool,
     /// The server refused `CLIENT SETNAME` (an ACL): said once, never tried again.
     refused: AtomicBool,
@@ -36,9 +40,21 @@ impl Naming {
     pub(crate) fn new(name: String) -> Naming {
         Naming {
             name,
+            server: None,
             due: AtomicBool::new(true),
             refused: AtomicBool::new(false),
         }
+    }
+
+    /// The same name, for connections to `server` (standalone).
+    pub(crate) fn at(mut self, server: Option<String>) -> Naming {
+        self.server = server;
+        self
+    }
+
+    /// The standalone server's URL, if any.
+    pub(crate) fn server(&self) -> Option<&str> {
+        self.server.as_deref()
     }
 
     /// Whether the name must be sent now (it is then no longer due).

@@ -28,7 +28,11 @@ impl Conn {
         config: &Config,
         name: String,
     ) -> Result<Conn, LockError> {
-        let naming = Arc::new(Naming::new(name));
+        let server = match config.topology() {
+            Topology::Single { url } => Some(url.clone()),
+            _ => None,
+        };
+        let naming = Arc::new(Naming::new(name).at(server));
         let kind = match config.topology() {
             Topology::Single { .. } => Kind::Single(manager(endpoints.client()?, config).await?),
             Topology::Cluster { .. } => {

@@ -38,6 +38,8 @@ use crate::scripts::Layout;
 /// [`Client::shutdown`]: crate::Client::shutdown
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HoldKind {
+    /// The kind's name (`KindSpec::name`: the metrics' `kind` label, `Client::holds`).
+    pub(crate) name: &'static str,
     /// The kind's unlock channel prefix (`KindSpec::channel_prefix`).
     pub(crate) channel_prefix: &'static str,
     /// How `lua/trim.lua` reads the hash.
@@ -103,6 +105,17 @@ impl HoldState {
     /// Holds this client knows it has: what Redis's hold count should be.
     pub(crate) fn count(&self) -> u32 {
         u32::try_from(self.grants.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The latest deadline of the outstanding fixed-lease grants, if any.
+    pub(crate) fn fixed_deadline(&self) -> Option<Instant> {
+        self.grants
+            .iter()
+            .filter_map(|g| match g.lease {
+                Lease::Fixed { deadline, .. } => Some(deadline),
+                Lease::Watchdog => None,
+            })
+            .max()
     }
 
     /// Whether any outstanding grant is renewed by the watchdog.
@@ -245,6 +258,12 @@ pub(crate) struct Hold {
     /// number, for the acquire's one-load check.
     releasing: parking_lot::Mutex<Vec<GrantId>>,
     pending: AtomicU32,
+    /// Mirrors of the gate for `Client::holds` and the hold gauges (read without the gate):
+    /// since when the owner holds the lock ([`stamp`] + 1; 0: no grant), and the latest
+    /// deadline of its fixed-lease grants ([`stamp`] + 1; 0: none). Written with the watch
+    /// flag ([`Hold::set_watchdog`]), under the gate.
+    since: AtomicU64,
+    fixed_until: AtomicU64,
 }
 
 /// The instant hold timestamps count from; set before the first hold is made, so every instant
@@ -281,6 +300,8 @@ impl Hold {
             renewed_at: AtomicU64::new(stamp(Instant::now())),
             releasing: parking_lot::Mutex::new(Vec::new()),
             pending: AtomicU32::new(0),
+            since: AtomicU64::new(0),
+            fixed_until: AtomicU64::new(0),
         }
     }
 
@@ -322,6 +343,8 @@ impl Hold {
             .is_ok();
         if ended {
             self.watchdog.store(false, Ordering::Release);
+            self.since.store(0, Ordering::Release);
+            self.fixed_until.store(0, Ordering::Release);
             self.ended.notify_waiters();
         }
         ended
@@ -333,14 +356,35 @@ impl Hold {
         gate.clear(self.epoch());
     }
 
-    /// Mirrors the gate's watchdog grants. The renewal clock starts when watching starts; it
+    /// Mirrors the gate's watchdog grants, and whether (since when) it has grants and their
+    /// fixed deadline (`Client::holds`). The renewal clock starts when watching starts; it
     /// only moves on with confirmed renewals ([`Hold::renewed`]), never merely because a script
-    /// ran.
+    /// ran. Called under the gate after every change of its grants.
     pub(crate) fn set_watchdog(&self, gate: &HoldState) {
+        if gate.count() == 0 {
+            self.since.store(0, Ordering::Release);
+        } else if self.since.load(Ordering::Acquire) == 0 {
+            // Grants without `held_from` (none is booked so now): held from now on.
+            self.since
+                .store(stamp(Instant::now()) + 1, Ordering::Release);
+        }
+        let fixed = gate.fixed_deadline().map_or(0, |d| stamp(d) + 1);
+        if self.fixed_until.load(Ordering::Relaxed) != fixed {
+            self.fixed_until.store(fixed, Ordering::Release);
+        }
         let on = gate.watched();
         let was = self.watchdog.swap(on, Ordering::AcqRel);
         if on && !was {
             self.renewed(Instant::now());
+        }
+    }
+
+    /// A grant taken by a script sent `at` was booked: the hold is held since then unless it
+    /// already was (a re-entry does not move it). Call before [`Hold::set_watchdog`], under the
+    /// gate; `at` is the acquire's own instant, so no clock is read for it.
+    pub(crate) fn held_from(&self, at: Instant) {
+        if self.since.load(Ordering::Acquire) == 0 {
+            self.since.store(stamp(at) + 1, Ordering::Release);
         }
     }
 
@@ -482,6 +526,7 @@ impl Holds {
 }
 
 pub(crate) mod claims;
+mod mirror;
 mod releasing;
 pub(crate) use releasing::Releasing;
 pub(crate) mod permits;

@@ -12,6 +12,7 @@ use crate::sched::explore;
 
 fn kind() -> HoldKind {
     HoldKind {
+        name: "lock",
         channel_prefix: "redisson_lock__channel",
         layout: crate::scripts::Layout::Plain,
         publishes: true,

@@ -11,6 +11,7 @@ fn plain_hold() -> Hold {
         "f".into(),
         Renewal::Hash,
         HoldKind {
+            name: "lock",
             channel_prefix: "redisson_lock__channel",
             layout: crate::scripts::Layout::Plain,
             publishes: true,

@@ -29,7 +29,7 @@ impl<K: LockKind> Lock<K> {
             name: self.name().to_owned(),
             owner,
         };
-        let holds = self.client().holds();
+        let holds = self.client().registry();
         let mode = match K::SPEC.layout {
             Layout::Read => Mode::Shared,
             _ => Mode::Exclusive,
@@ -70,7 +70,7 @@ impl<K: LockKind> Lock<K> {
     /// guard's), so that a question asked right after the drop (`is_locked`, `hold_count`, ...)
     /// sees the lock released, as the owner's next acquire does. One map lookup otherwise.
     pub(super) async fn after_releases(&self, owner: LockOwner) {
-        let holds = self.client().holds();
+        let holds = self.client().registry();
         if let Some(hold) = holds.find(&self.shared.name, &self.field(owner)) {
             if hold.releases_pending() {
                 hold.live_grants(None).await;

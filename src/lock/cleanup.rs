@@ -60,7 +60,7 @@ pub(super) struct Forget<'a, K: LockKind> {
 
 impl<K: LockKind> Drop for Forget<'_, K> {
     fn drop(&mut self) {
-        self.lock.client().holds().forget(self.hold);
+        self.lock.client().registry().forget(self.hold);
     }
 }
 

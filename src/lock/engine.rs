@@ -20,7 +20,7 @@ use crate::pubsub::Channel;
 use crate::raw::{Acquire, Delays, KindExt, LockKind, Op, RawLock, Write};
 use crate::retry::Retry;
 use crate::scripts::Layout;
-use crate::time::later;
+use crate::time::{epoch_ms, later, remaining};
 
 /// A grant the engine booked, for the facade to wrap in a guard.
 #[derive(Debug)]
@@ -115,12 +115,13 @@ impl<K: LockKind> Lock<K> {
         let field = self.shared_field(owner);
         let renewal = self.shared.kind.renewal(self.name(), &field);
         let kind = HoldKind {
+            name: K::SPEC.name,
             channel_prefix: K::SPEC.channel_prefix,
             layout: K::SPEC.layout,
             publishes: self.shared.kind.uses_pubsub(),
         };
         self.client()
-            .holds()
+            .registry()
             .hold(&self.shared.name, &field, renewal, kind)
     }
 
@@ -227,7 +228,7 @@ impl<K: LockKind> Lock<K> {
         // A per-waiter channel still subscribed from this owner's last wait (the fair lock's
         // linger): register on it before the first try, which then needs no second try.
         if let Some(channel) = self.lingering(&try_, deadline) {
-            let taken = self.wait_on(&try_, deadline, channel).await?;
+            let taken = observe::waiting(self.wait_on(&try_, deadline, channel)).await?;
             if taken.is_some() {
                 if let Some(e) = leave.as_mut() {
                     e.armed = false;
@@ -247,10 +248,12 @@ impl<K: LockKind> Lock<K> {
                     // A waiting writer holds this client's new readers back until it ends.
                     let _waits = (K::SPEC.layout == Layout::Write
                         && self.client().config().writer_preference())
-                    .then(|| self.client().holds().writers.waiting(&self.shared.name));
-                    self.wait(&try_, deadline, left, ttl_ms).await?
+                    .then(|| self.client().registry().writers.waiting(&self.shared.name));
+                    observe::waiting(self.wait(&try_, deadline, left, ttl_ms)).await?
                 }
-                (Some(_), Some(backoff)) => self.spin(&try_, deadline, backoff.delays()).await?,
+                (Some(_), Some(backoff)) => {
+                    observe::waiting(self.spin(&try_, deadline, backoff.delays())).await?
+                }
             },
         };
         if taken.is_some() {
@@ -269,7 +272,7 @@ impl<K: LockKind> Lock<K> {
     /// [`Config::with_writer_preference`]: crate::Config::with_writer_preference
     async fn behind_writers(&self, hold: &Arc<Hold>, deadline: Option<Instant>) -> bool {
         let client = self.client();
-        let writers = &client.holds().writers;
+        let writers = &client.registry().writers;
         if K::SPEC.layout != Layout::Read
             || !client.config().writer_preference()
             || !writers.any(&self.shared.name)
@@ -280,7 +283,7 @@ impl<K: LockKind> Lock<K> {
             return true;
         }
         let write_field = format!("{}{}", hold.field, Write::SPEC.field_suffix);
-        if let Some(w) = client.holds().find(&self.shared.name, &write_field) {
+        if let Some(w) = client.registry().find(&self.shared.name, &write_field) {
             if w.gate().await.count() > 0 {
                 return true;
             }
@@ -352,7 +355,9 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<Granted>> {
         let _parked = Parked::new(K::SPEC.name);
         let client = self.client();
-        let mut retry = Retry::attempts(client.config()).op("acquire");
+        let mut retry = Retry::attempts(client.config())
+            .op("acquire")
+            .kind(K::SPEC.name);
         let mut last_ttl = -1;
         loop {
             // Register for wake-ups *before* trying, so a release in between is not missed.
@@ -417,7 +422,9 @@ impl<K: LockKind> Lock<K> {
         mut delays: Delays,
     ) -> Result<Option<Granted>> {
         let _parked = Parked::new(K::SPEC.name);
-        let mut retry = Retry::attempts(self.client().config()).op("acquire");
+        let mut retry = Retry::attempts(self.client().config())
+            .op("acquire")
+            .kind(K::SPEC.name);
         let mut pause = delays.next().unwrap_or_default();
         loop {
             let Some(left) = remaining(deadline) else {
@@ -443,7 +450,9 @@ impl<K: LockKind> Lock<K> {
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
     async fn first_attempt(&self, try_: &Try<'_>) -> Result<Attempt> {
-        let mut retry = Retry::attempts(self.client().config()).op("acquire");
+        let mut retry = Retry::attempts(self.client().config())
+            .op("acquire")
+            .kind(K::SPEC.name);
         loop {
             // Attempts are boxed here and in the wait loops: their state (gate, script call)
             // lives only while a script is out, not in every parked waiter's future (`lock()`'s
@@ -499,7 +508,7 @@ impl<K: LockKind> Lock<K> {
             }
             Err(e) => {
                 flight.settled();
-                return Err(from_script(self.name(), e));
+                return Err(from_script(K::SPEC.name, self.name(), e));
             }
         };
         flight.settled();
@@ -546,8 +555,10 @@ impl<K: LockKind> Lock<K> {
             None => Lease::Watchdog,
         };
         let id = gate.taken(grant_lease);
+        // Mirrors the grants (since when it is held, for `Client::holds`, and the watch flag).
+        hold.held_from(sent);
+        hold.set_watchdog(&gate);
         if lease.is_none() {
-            hold.set_watchdog(&gate);
             // The lease was (re)applied no earlier than the script was sent.
             hold.renewed(sent);
             if sent.elapsed() >= Duration::from_millis(self.watchdog_ms()) / 3 {
@@ -605,7 +616,7 @@ impl<K: LockKind> Lock<K> {
     /// The error of a lock write whose outcome is unknown: [`LockError::ReplicaSync`] when it
     /// ran but no replica confirmed it, else the connection error.
     pub(super) fn write_error(&self, conn: &mut Conn, e: redis::RedisError) -> LockError {
-        observe::script_error();
+        observe::script_error(K::SPEC.name);
         match conn.take_shortfall() {
             Some(s) => s.error(self.name()),
             None => e.into(),
@@ -618,21 +629,3 @@ impl<K: LockKind> Lock<K> {
 /// second try after subscribing (issue 24 item 3). Only this owner's queue turn is published
 /// there, so the lingering subscription receives nothing meanwhile.
 pub(crate) const LINGER: Duration = Duration::from_secs(1);
-
-/// Milliseconds since the Unix epoch (the fair lock's deadlines use client clocks, as Redisson).
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
-fn remaining(deadline: Option<Instant>) -> Option<Duration> {
-    match deadline {
-        None => Some(Duration::MAX),
-        Some(d) => d
-            .checked_duration_since(Instant::now())
-            .filter(|l| !l.is_zero()),
-    }
-}

@@ -85,7 +85,7 @@ impl<K: LockKind> Lock<K> {
             let reply: i64 = script
                 .invoke_async(&mut conn)
                 .await
-                .map_err(|e| from_script(self.name(), e))?;
+                .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
             Ok(match reply {
                 1 => ForceUnlock::Deleted,
                 -1 => ForceUnlock::HeldByOthers,

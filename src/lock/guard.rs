@@ -248,7 +248,7 @@ impl<K: LockKind> LockGuard<K> {
             return false;
         }
         if self.hold.risk() {
-            observe::at_risk("late");
+            observe::at_risk(K::SPEC.name, "late");
             tracing::info!(
                 lock = %self.lock.name(),
                 "lock at risk: no renewal confirmed for two renewal periods (the lease is still valid)"
@@ -473,7 +473,7 @@ impl<K: LockKind> LockGuard<K> {
     /// Hold time of a grant given back; a lost lease when it was already gone.
     fn observe(&self, r: &Result<Release>) {
         match r {
-            Ok(Release::NotHeld) => observe::lease_lost("release"),
+            Ok(Release::NotHeld) => observe::lease_lost(K::SPEC.name, "release"),
             Ok(_) => observe::hold_time(K::SPEC.name, self.taken.elapsed()),
             Err(_) => {}
         }

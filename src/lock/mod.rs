@@ -213,7 +213,7 @@ impl<K: LockKind> Lock<K> {
 
     /// `op` on this lock, for its span and metrics.
     pub(super) fn observed(&self, op: &'static str) -> observe::Op<'_> {
-        observe::Op::new(op, K::SPEC.name, self.name(), self.client().server_url())
+        observe::Op::new(op, K::SPEC.name, self.name())
     }
 
     fn guard(&self, g: Granted) -> LockGuard<K> {
@@ -421,7 +421,7 @@ impl<K: LockKind> Lock<K> {
         let mut pending = true;
         let release = Box::pin(self.release(&hold, Target::Latest, &mut pending));
         let r = observe::release(self.observed("unlock"), 0, release, release_outcome).await;
-        self.client().holds().forget(&hold);
+        self.client().registry().forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
                 name: self.name().to_owned(),

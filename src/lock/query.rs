@@ -49,7 +49,7 @@ impl<K: LockKind> Lock<K> {
                 let locked: i64 = script
                     .invoke_async(&mut conn)
                     .await
-                    .map_err(|e| from_script(self.name(), e))?;
+                    .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
                 Ok(locked == 1)
             }
             None => Ok(conn.exists(self.name()).await?),
@@ -102,7 +102,7 @@ impl<K: LockKind> Lock<K> {
         let mut conn = self.client().conn();
         conn.hexists(self.name(), self.field(owner))
             .await
-            .map_err(|e| from_script(self.name(), e))
+            .map_err(|e| from_script(K::SPEC.name, self.name(), e))
     }
 
     /// How many times the current owner holds the lock; 0 when it does not (Redisson's
@@ -132,7 +132,7 @@ impl<K: LockKind> Lock<K> {
         let count: Option<u32> = conn
             .hget(self.name(), self.field(self.owner()))
             .await
-            .map_err(|e| from_script(self.name(), e))?;
+            .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
         Ok(count.unwrap_or(0))
     }
 
@@ -200,7 +200,10 @@ impl Lock<crate::raw::Fenced> {
         self.check_name()?;
         let key = crate::keys::prefix_name(crate::keys::TOKEN_PREFIX, self.name());
         let mut conn = self.client().conn();
-        let value: Option<String> = conn.get(&key).await.map_err(|e| from_script(&key, e))?;
+        let value: Option<String> = conn
+            .get(&key)
+            .await
+            .map_err(|e| from_script("fenced", &key, e))?;
         value
             .map(|v| {
                 v.parse().map_err(|_| crate::LockError::UnexpectedReply {

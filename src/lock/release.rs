@@ -47,7 +47,9 @@ impl<K: LockKind> Lock<K> {
         let lease_ms = self.key_expiry(&gate, Instant::now(), None);
         let flight = InFlight::new(&mut gate, self, hold, lease_ms);
         *pending = false;
-        let mut retry = Retry::attempts(client.config()).op("release");
+        let mut retry = Retry::attempts(client.config())
+            .op("release")
+            .kind(K::SPEC.name);
         // Whether a try may have run without us learning its outcome (a connection error): from
         // then on, tries bring the count to `after` instead of releasing one more hold.
         let mut unknown = false;
@@ -87,7 +89,7 @@ impl<K: LockKind> Lock<K> {
                         gate.restore(g);
                         *pending = true;
                     }
-                    return Err(from_script(self.name(), e));
+                    return Err(from_script(K::SPEC.name, self.name(), e));
                 }
             }
         };
@@ -141,7 +143,7 @@ impl<K: LockKind> Lock<K> {
         let set: i64 = scripts::expire(self.name(), &hold.field, expiry_ms)
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| from_script(self.name(), e))?;
+            .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
         if set == 0 {
             hold.lose_gated(&mut gate);
         } else if lease.is_none() {

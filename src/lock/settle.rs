@@ -27,7 +27,7 @@ impl<K: LockKind> Lock<K> {
             .trim_script(&op, gate.count())
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| from_script(self.name(), e))?;
+            .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
         gate.settled();
         if found < i64::from(gate.count()) {
             // Some holds we counted are gone from Redis.
@@ -53,7 +53,7 @@ impl<K: LockKind> Lock<K> {
             // stayed in the client's map for good). Should the unknown acquire still run
             // later, the owner's next acquire finds more holds than it knows and trims them.
             let give_up = later(Instant::now(), Duration::from_millis(lease_ms));
-            let mut retry = Retry::until(&config, give_up).op("settle");
+            let mut retry = Retry::until(&config, give_up).op("settle").kind(K::SPEC.name);
             loop {
                 let mut gate = hold.gate().await;
                 match lock.settle(&hold, &mut gate).await {
@@ -77,7 +77,7 @@ impl<K: LockKind> Lock<K> {
                     }
                 }
             }
-            lock.client().holds().forget(&hold);
+            lock.client().registry().forget(&hold);
         });
     }
 }

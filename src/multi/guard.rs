@@ -42,6 +42,10 @@ use crate::error::{QuorumError, QuorumOperation};
 #[must_use = "if unused the multi-lock is immediately released"]
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {
+    /// The multi-lock's kind and name (metrics and spans), and when it was taken.
+    pub(crate) kind: &'static str,
+    pub(crate) name: std::sync::Arc<str>,
+    pub(crate) taken: Instant,
     /// (node position, member guard) for every member taken.
     pub(crate) guards: Vec<(usize, MemberGuard)>,
     pub(crate) nodes: usize,
@@ -162,27 +166,44 @@ impl MultiLockGuard {
     /// # Ok(()) })
     /// ```
     pub async fn unlock(self) -> Result<()> {
-        let MultiLockGuard { guards, .. } = self;
-        let held = guards.len();
-        let results = join_all(
-            guards
-                .into_iter()
-                .map(|(i, g)| async move { (i, g.unlock().await) }),
-        )
-        .await;
-        let errors: Vec<(usize, LockError)> = results
-            .into_iter()
-            .filter_map(|(i, r)| r.err().map(|e| (i, e)))
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(LockError::Quorum(QuorumError::new(
-                QuorumOperation::Unlock,
-                held - errors.len(),
-                held,
-                errors,
-            )))
+        let MultiLockGuard {
+            guards,
+            kind,
+            name,
+            taken,
+            ..
+        } = self;
+        let op = crate::observe::Op::new("release", kind, &name);
+        let r = crate::observe::release(op, 0, Box::pin(release_all(guards)), |()| "released");
+        let r = r.await;
+        if r.is_ok() {
+            crate::observe::hold_time(kind, taken.elapsed());
         }
+        r
+    }
+}
+
+/// Releases every member taken; the failures as a [`QuorumError`].
+async fn release_all(guards: Vec<(usize, MemberGuard)>) -> Result<()> {
+    let held = guards.len();
+    let results = join_all(
+        guards
+            .into_iter()
+            .map(|(i, g)| async move { (i, g.unlock().await) }),
+    )
+    .await;
+    let errors: Vec<(usize, LockError)> = results
+        .into_iter()
+        .filter_map(|(i, r)| r.err().map(|e| (i, e)))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(LockError::Quorum(QuorumError::new(
+            QuorumOperation::Unlock,
+            held - errors.len(),
+            held,
+            errors,
+        )))
     }
 }

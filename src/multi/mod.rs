@@ -20,8 +20,11 @@ pub use policy::{All, Majority, QuorumPolicy};
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use crate::config::millis;
 use crate::error::{LockError, Result};
+use crate::observe;
 use crate::time::MAX_DURATION;
 
 /// Budget of one round of [`MultiLock::lock`] per member (Redisson's `baseWaitTime`).
@@ -144,6 +147,8 @@ pub type RedLock = MultiLock<Majority>;
 /// ```
 pub struct MultiLock<P: QuorumPolicy = All> {
     locks: Vec<MemberLock>,
+    /// The members' names joined by `,` (the spans' `redisson_lock.name`).
+    label: Arc<str>,
     node_timeout: Option<Duration>,
     _policy: PhantomData<fn() -> P>,
 }
@@ -152,6 +157,7 @@ impl<P: QuorumPolicy> Clone for MultiLock<P> {
     fn clone(&self) -> Self {
         MultiLock {
             locks: self.locks.clone(),
+            label: self.label.clone(),
             node_timeout: self.node_timeout,
             _policy: PhantomData,
         }
@@ -196,8 +202,11 @@ impl<P: QuorumPolicy> MultiLock<P> {
                 "a multi-lock needs at least one lock",
             ));
         }
+        let names: Vec<&str> = locks.iter().map(MemberLock::name).collect();
+        let label = names.join(",").into();
         Ok(MultiLock {
             locks,
+            label,
             node_timeout: None,
             _policy: PhantomData,
         })
@@ -400,7 +409,18 @@ impl<P: QuorumPolicy> MultiLock<P> {
 
     /// `wait`: `None` tries forever (rounds of Redisson's base wait), `Some(ZERO)` one round
     /// without waiting. `lease`: `None` = watchdog.
+    /// One acquisition in its span, its wait recorded (as a lock's: `observe::acquire`).
     async fn acquire(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiLockGuard>> {
+        let op = observe::Op::new("acquire", P::KIND, &self.label);
+        // Boxed: the rounds' state lives only while an acquisition runs.
+        observe::acquire(op, 0, Box::pin(self.rounds(wait, lease))).await
+    }
+
+    async fn rounds(
         &self,
         wait: Option<Duration>,
         lease: Option<Duration>,

@@ -42,6 +42,11 @@ pub trait QuorumPolicy {
     /// How long one member may be waited for when `remaining` of the caller's wait budget is
     /// left.
     fn lock_wait_time(remaining: Duration, n: usize) -> Duration;
+
+    /// The `kind` of a multi-lock with this policy in metrics and spans
+    /// ([`observe`](crate::observe)): `multi` unless a policy says otherwise ([`Majority`]
+    /// says `redlock`).
+    const KIND: &'static str = "multi";
 }
 
 /// Every member lock must be taken: Redisson's `RedissonMultiLock`.
@@ -82,6 +87,8 @@ impl QuorumPolicy for All {
 pub struct Majority;
 
 impl QuorumPolicy for Majority {
+    const KIND: &'static str = "redlock";
+
     fn failed_locks_limit(n: usize) -> usize {
         n - (n / 2 + 1).min(n)
     }

@@ -150,6 +150,9 @@ impl<P: QuorumPolicy> MultiLock<P> {
         match deadline {
             Some(d) if kept.len() >= required && Instant::now() < d => {
                 Outcome::Won(MultiLockGuard {
+                    kind: P::KIND,
+                    name: self.label.clone(),
+                    taken: Instant::now(),
                     guards: kept,
                     nodes: n,
                     required,

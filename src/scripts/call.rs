@@ -8,6 +8,15 @@
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
+use tracing::Instrument;
+
+/// The server a connection sends its commands to, where it is one known server (a standalone
+/// deployment): the round trip's `server.address` and `server.port`.
+pub(crate) trait Peer {
+    /// The server's URL (`redis://host:port/...`); `None` when each command is routed on its
+    /// own (cluster, Sentinel) or unknown.
+    fn server(&self) -> Option<&str>;
+}
 
 /// A prepared `EVALSHA <sha> <numkeys> KEYS... ARGV...`; sent by SHA and, on `NOSCRIPT` (after
 /// a `SCRIPT FLUSH`, a restart or a failover), loaded and sent once more, which is safe because
@@ -47,18 +56,30 @@ impl Call {
         self
     }
 
-    /// Sends the call and converts its reply.
+    /// Sends the call and converts its reply, in a client span of its own (the round trip,
+    /// `observe::round_trip`: built only when a subscriber wants it).
     pub(crate) async fn invoke_async<T: FromRedisValue>(
         &self,
-        con: &mut impl ConnectionLike,
+        con: &mut (impl ConnectionLike + Peer),
     ) -> RedisResult<T> {
-        match self.cmd.query_async(con).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.script.load_async(con).await?;
-                self.cmd.query_async(con).await
+        let span = crate::observe::round_trip(|| super::name_of(self.script), con.server());
+        let reply = async {
+            match self.cmd.query_async(con).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    self.script.load_async(con).await?;
+                    self.cmd.query_async(con).await
+                }
+                reply => reply,
             }
-            reply => reply,
         }
+        .instrument(span.clone())
+        .await;
+        if let Err(e) = &reply {
+            crate::observe::round_trip_failed(&span, e);
+        }
+        reply
     }
 
     /// The command as it goes on the wire.

@@ -11,6 +11,7 @@ use redis::Script;
 mod call;
 pub(crate) use call::call;
 pub use call::Call;
+pub(crate) use call::Peer;
 
 macro_rules! scripts {
     ($($name:ident => $file:literal,)*) => {
@@ -20,6 +21,14 @@ macro_rules! scripts {
         #[cfg(test)]
         pub(crate) fn all() -> Vec<(&'static str, &'static Script)> {
             vec![$(($file, &*$name)),*]
+        }
+
+        /// The file name (without `.lua`) of `script`, one of the table's (for spans).
+        pub(crate) fn name_of(script: &Script) -> &'static str {
+            $(if std::ptr::eq(script, &*$name) {
+                return $file.trim_end_matches(".lua");
+            })*
+            "script"
         }
 
         /// Every script's source.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{deadline, detached, run_once, wait_for, Named, Step};
+use super::{deadline, detached, wait_for, Named, Step};
 use crate::error::{LockError, Result};
 use crate::keys::count_down_latch_channel;
 use crate::observe;
@@ -56,7 +56,7 @@ impl CountDownLatch {
     pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
         let channel = count_down_latch_channel(&name);
         CountDownLatch {
-            inner: Arc::new(Named::new(client, name, channel, &[])),
+            inner: Arc::new(Named::new("latch", client, name, channel, &[])),
         }
     }
 
@@ -87,7 +87,7 @@ impl CountDownLatch {
         let c = &self.inner;
         let inv = scripts::latch_try_set(&c.name, &c.channel, count, c.client.publish_command());
         // Safe to repeat: it sets only a missing key.
-        Ok(super::run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+        Ok(c.repeatable::<i64>(&inv).await? == 1)
     }
 
     /// Counts down by one (Redisson's `countDown`); at zero the key is deleted and `0` is
@@ -101,7 +101,7 @@ impl CountDownLatch {
         let c = self.inner.clone();
         let counting = detached("count-down", async move {
             let inv = scripts::latch_count_down(&c.name, &c.channel, c.client.publish_command());
-            run_once::<i64>(&c.client, &c.name, &inv).await
+            c.once::<i64>(&inv).await
         });
         let op = self.inner.observe_as("count_down", "latch");
         observe::release(op, 0, counting, |_| "released")
@@ -203,6 +203,6 @@ impl CountDownLatch {
         self.inner.check()?;
         let c = &self.inner;
         let inv = scripts::latch_delete(&c.name, &c.channel, c.client.publish_command());
-        Ok(super::run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+        Ok(c.repeatable::<i64>(&inv).await? == 1)
     }
 }

@@ -36,6 +36,7 @@ use crate::pubsub::Wake;
 use crate::retry::Retry;
 use crate::scripts::Call;
 use crate::shared::Client;
+pub(crate) use crate::time::{epoch_ms, remaining};
 
 /// The longest a waiter sleeps without a message before it tries again: a bound, not a poll,
 /// for the case where a message was published where this client could not hear it (e.g. by a
@@ -69,7 +70,7 @@ where
     let config = client.config();
     client.check_open()?;
     // Fast path: one try, no subscription (transient failures tried again, as the locks do).
-    let mut retry = Retry::attempts(config).op("acquire");
+    let mut retry = Retry::attempts(config).op("acquire").kind(kind);
     loop {
         match attempt().await {
             Ok(Step::Done(v)) => return Ok(Some(v)),
@@ -78,6 +79,25 @@ where
             Err(e) => return Err(e),
         }
     }
+    let parked = park(kind, client, channel, wake, deadline, attempt);
+    observe::waiting(parked).await
+}
+
+/// [`wait_for`] after its first try: subscribed to `channel`, tries on each wake-up until done
+/// or `deadline` (the operation's `redisson_lock.wait` span).
+async fn park<T, F, Fut>(
+    kind: &'static str,
+    client: &Client,
+    channel: &str,
+    wake: Wake,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>>>,
+{
+    let config = client.config();
     let Some(left) = remaining(deadline) else {
         return Ok(None);
     };
@@ -92,7 +112,7 @@ where
         Err(e) => return Err(e),
     };
     let _parked = observe::Parked::new(kind);
-    let mut retry = Retry::attempts(config).op("acquire");
+    let mut retry = Retry::attempts(config).op("acquire").kind(kind);
     loop {
         // Register for wake-ups *before* trying, so a message in between is not missed.
         let notified = channel.notify().notified();
@@ -122,16 +142,6 @@ where
     }
 }
 
-/// Time left before `deadline`; `None` once it has passed. No deadline: forever.
-pub(crate) fn remaining(deadline: Option<Instant>) -> Option<Duration> {
-    match deadline {
-        None => Some(Duration::MAX),
-        Some(d) => d
-            .checked_duration_since(Instant::now())
-            .filter(|l| !l.is_zero()),
-    }
-}
-
 /// A wait budget as a deadline (`None`: a wait too long to represent is no deadline at all).
 pub(crate) fn deadline(wait: Duration) -> Option<Instant> {
     Instant::now().checked_add(wait)
@@ -145,12 +155,20 @@ pub(crate) struct Named {
     pub(crate) client: Client,
     pub(crate) name: String,
     pub(crate) channel: String,
+    /// The metrics' `kind` label (`semaphore`, `permit_semaphore`, `latch`, `rate_limiter`).
+    pub(crate) kind: &'static str,
     refused: Option<&'static str>,
 }
 
 impl Named {
     /// `related`: the keys besides the name and the channel that must share its hash slot.
-    pub(crate) fn new(client: Client, name: String, channel: String, related: &[&str]) -> Named {
+    pub(crate) fn new(
+        kind: &'static str,
+        client: Client,
+        name: String,
+        channel: String,
+        related: &[&str],
+    ) -> Named {
         let mut keys = vec![channel.as_str()];
         keys.extend_from_slice(related);
         let refused = refusal(&client, &name, &keys);
@@ -158,6 +176,7 @@ impl Named {
             client,
             name,
             channel,
+            kind,
             refused,
         }
     }
@@ -171,7 +190,7 @@ impl Named {
             .arg(&self.name)
             .query_async(&mut conn)
             .await
-            .map_err(|e| from_script(&self.name, e))?;
+            .map_err(|e| from_script(self.kind, &self.name, e))?;
         Ok(v.unwrap_or(0))
     }
 
@@ -184,7 +203,7 @@ impl Named {
             check_ttl(ttl)?;
         }
         let inv = crate::scripts::sync_expire(keys, ttl.map(crate::config::millis));
-        Ok(run_repeatable::<i64>(&self.client, &self.name, &inv).await? == 1)
+        Ok(run_repeatable::<i64>(&self.client, self.kind, &self.name, &inv).await? == 1)
     }
 
     /// The name's time to live (`PTTL`; Redisson's `remainTimeToLive`).
@@ -202,9 +221,19 @@ impl Named {
         })
     }
 
+    /// Runs a script on this object that is safe to repeat ([`run_repeatable`]).
+    pub(crate) async fn repeatable<T: redis::FromRedisValue>(&self, inv: &Call) -> Result<T> {
+        run_repeatable(&self.client, self.kind, &self.name, inv).await
+    }
+
+    /// Runs a script on this object once ([`run_once`]).
+    pub(crate) async fn once<T: redis::FromRedisValue>(&self, inv: &Call) -> Result<T> {
+        run_once(&self.client, self.kind, &self.name, inv).await
+    }
+
     /// `op` on this object of `kind`, for its span and metrics.
     pub(crate) fn observe_as(&self, op: &'static str, kind: &'static str) -> observe::Op<'_> {
-        observe::Op::new(op, kind, &self.name, self.client.server_url())
+        observe::Op::new(op, kind, &self.name)
     }
 
     /// The error for a refused name (nothing is sent).
@@ -296,30 +325,36 @@ pub(crate) fn check_permits(permits: u32) -> Result<()> {
 
 /// The error of a synchronizer write: [`LockError::ReplicaSync`] when it ran but no replica
 /// confirmed it, WRONGTYPE as [`LockError::WrongType`], else the Redis error.
-pub(crate) fn write_error(name: &str, conn: &mut Conn, e: redis::RedisError) -> LockError {
+pub(crate) fn write_error(
+    kind: &'static str,
+    name: &str,
+    conn: &mut Conn,
+    e: redis::RedisError,
+) -> LockError {
     if is_connection_error(&e) {
         if let Some(s) = conn.take_shortfall() {
             return s.error(name);
         }
         return e.into();
     }
-    from_script(name, e)
+    from_script(kind, name, e)
 }
 
 /// Runs a script that is safe to repeat (it has a receipt, or only reads), retrying transient
 /// failures up to `retry_attempts` times.
 pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
     client: &Client,
+    kind: &'static str,
     name: &str,
     inv: &Call,
 ) -> Result<T> {
-    let mut retry = Retry::attempts(client.config()).op("write");
+    let mut retry = Retry::attempts(client.config()).op("write").kind(kind);
     loop {
         let mut conn = client.conn_synced();
         match inv.invoke_async::<T>(&mut conn).await {
             Ok(v) => return Ok(v),
             Err(e) if retry.again(&e).await => {}
-            Err(e) => return Err(write_error(name, &mut conn, e)),
+            Err(e) => return Err(write_error(kind, name, &mut conn, e)),
         }
     }
 }
@@ -327,19 +362,12 @@ pub(crate) async fn run_repeatable<T: redis::FromRedisValue>(
 /// Runs a script once (it is not safe to repeat blindly).
 pub(crate) async fn run_once<T: redis::FromRedisValue>(
     client: &Client,
+    kind: &'static str,
     name: &str,
     inv: &Call,
 ) -> Result<T> {
     let mut conn = client.conn_synced();
     inv.invoke_async::<T>(&mut conn)
         .await
-        .map_err(|e| write_error(name, &mut conn, e))
-}
-
-/// Milliseconds since the Unix epoch (Redisson's permit leases use client clocks).
-pub(crate) fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+        .map_err(|e| write_error(kind, name, &mut conn, e))
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{detached, epoch_ms, run_once, run_repeatable, PermitExpirableSemaphore, PermitId};
+use super::{detached, epoch_ms, PermitExpirableSemaphore, PermitId};
 use crate::error::{LockError, Result};
 use crate::scripts;
 
@@ -51,7 +51,7 @@ impl PermitExpirableSemaphore {
         let c = &self.inner;
         c.check()?;
         let inv = scripts::pes_counts(&c.keys(), epoch_ms(), acquired);
-        run_repeatable::<i64>(&c.client, &c.name, &inv).await
+        c.repeatable::<i64>(&inv).await
     }
 
     /// Sets the total number of permits to `permits` (Redisson's `setPermits`): the available
@@ -85,9 +85,7 @@ impl PermitExpirableSemaphore {
             ));
         }
         let inv = scripts::pes_set_permits(&c.keys(), permits);
-        run_repeatable::<i64>(&c.client, &c.name, &inv)
-            .await
-            .map(|_| ())
+        c.repeatable::<i64>(&inv).await.map(|_| ())
     }
 
     /// What is left of the lease of the held permit `id` (Redisson's `getLeaseTime`):
@@ -115,7 +113,7 @@ impl PermitExpirableSemaphore {
         let c = &self.inner;
         c.check()?;
         let inv = scripts::pes_lease_time(&c.keys(), id.bytes(), epoch_ms());
-        match run_repeatable::<i64>(&c.client, &c.name, &inv).await? {
+        match c.repeatable::<i64>(&inv).await? {
             -1 => Ok(None),
             left if left >= 0 => Ok(Some(Duration::from_millis(left.unsigned_abs()))),
             _ => Err(LockError::UnknownPermit {
@@ -191,7 +189,7 @@ impl PermitExpirableSemaphore {
                 ids.iter().map(PermitId::bytes),
                 epoch_ms(),
             );
-            let n = run_once::<i64>(&inner.client, &inner.name, &inv).await?;
+            let n = inner.once::<i64>(&inv).await?;
             // Released or found gone: none of them is this client's to give back at shutdown.
             ids.iter()
                 .for_each(|id| inner.client.permit_gone(&id.bytes));

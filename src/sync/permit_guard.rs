@@ -149,7 +149,7 @@ impl PermitGuard {
             Arc::from(sem.channel.as_str()),
             bytes,
         ));
-        let watch = sem.client.holds().permits.watch(watched.clone());
+        let watch = sem.client.registry().permits.watch(watched.clone());
         sem.client.wake_watchdog();
         PermitGuard {
             sem,
@@ -192,7 +192,7 @@ impl PermitGuard {
             return false;
         }
         if self.watched.risk() {
-            crate::observe::at_risk("late");
+            crate::observe::at_risk("permit_semaphore", "late");
             tracing::info!(semaphore = %self.sem.name, "permit at risk: no renewal confirmed for two renewal periods");
         }
         true
@@ -283,7 +283,7 @@ impl PermitGuard {
     /// ```
     pub async fn release(mut self) -> Result<()> {
         self.armed = false;
-        self.sem.client.holds().permits.unwatch(self.watch);
+        self.sem.client.registry().permits.unwatch(self.watch);
         let sem = self.sem.clone();
         let id = self.id.clone();
         let released = detached("release", async move { sem.release(&id).await }).await?;
@@ -300,7 +300,7 @@ impl PermitGuard {
 
 impl Drop for PermitGuard {
     fn drop(&mut self) {
-        self.sem.client.holds().permits.unwatch(self.watch);
+        self.sem.client.registry().permits.unwatch(self.watch);
         if !self.armed {
             return;
         }

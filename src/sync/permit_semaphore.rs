@@ -5,9 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{
-    deadline, detached, epoch_ms, no_reply, run_once, run_repeatable, wait_for, Named, Step,
-};
+use super::{deadline, detached, epoch_ms, no_reply, wait_for, Named, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{prefix_name, suffix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -171,7 +169,9 @@ impl Inner {
     }
 
     async fn release_once(&self, id: &PermitId) -> Result<i64> {
-        let mut retry = Retry::attempts(self.client.config()).op("release");
+        let mut retry = Retry::attempts(self.client.config())
+            .op("release")
+            .kind(KIND);
         let mut repeated = false;
         loop {
             let inv = scripts::pes_release(&self.keys(), &id.bytes, epoch_ms());
@@ -184,7 +184,7 @@ impl Inner {
                 Ok(0) if repeated => return Ok(1),
                 Ok(n) => return Ok(n),
                 Err(e) if retry.again(&e).await => repeated = true,
-                Err(e) => return Err(super::write_error(&self.name, &mut conn, e)),
+                Err(e) => return Err(super::write_error(KIND, &self.name, &mut conn, e)),
             }
         }
     }
@@ -192,7 +192,9 @@ impl Inner {
     /// Gives back a permit nobody will use, retrying for a while.
     pub(super) async fn give_back(&self, id: &PermitId) {
         let until = Instant::now() + GIVE_BACK_FOR;
-        let mut retry = Retry::until(self.client.config(), until).op("give_back");
+        let mut retry = Retry::until(self.client.config(), until)
+            .op("give_back")
+            .kind(KIND);
         loop {
             match self.release(id).await {
                 Ok(_) => return,
@@ -251,7 +253,7 @@ impl PermitExpirableSemaphore {
     pub(crate) fn new(client: Client, name: String) -> PermitExpirableSemaphore {
         let channel = prefix_name(SEMAPHORE_CHANNEL_PREFIX, &name);
         let timeouts = suffix_name(&name, "timeout");
-        let named = Named::new(client, name, channel, &[&timeouts]);
+        let named = Named::new(KIND, client, name, channel, &[&timeouts]);
         PermitExpirableSemaphore {
             inner: Arc::new(Inner { named, timeouts }),
             lease: None,
@@ -288,7 +290,7 @@ impl PermitExpirableSemaphore {
         };
         // Redisson's script is the semaphore's, word for word.
         let inv = scripts::semaphore_try_set(&k, permits, 0);
-        Ok(run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1)
+        Ok(c.repeatable::<i64>(&inv).await? == 1)
     }
 
     /// The same semaphore, whose acquires take permits that live `lease` unless released or
@@ -416,7 +418,7 @@ impl PermitExpirableSemaphore {
             let inv =
                 scripts::pes_acquire(&inner.keys(), id.iter().map(|i| i.bytes()), expiry, now);
             // Safe to repeat: the script takes nothing more when the first id is already held.
-            let reply = run_repeatable::<(i64, i64)>(&inner.client, &inner.name, &inv).await;
+            let reply = inner.repeatable::<(i64, i64)>(&inv).await;
             let taken = |inner: &Arc<Inner>, ids| Taken {
                 inner: Some(inner.clone()),
                 ids,
@@ -509,7 +511,7 @@ impl PermitExpirableSemaphore {
         self.inner.check()?;
         let c = &self.inner;
         let inv = scripts::pes_available(&c.keys(), epoch_ms());
-        run_repeatable::<i64>(&c.client, &c.name, &inv).await
+        c.repeatable::<i64>(&inv).await
     }
 
     /// Adds `permits` to the pool, or removes them when negative (Redisson's `addPermits`: the
@@ -531,7 +533,7 @@ impl PermitExpirableSemaphore {
         self.inner.check()?;
         let c = &self.inner;
         let inv = scripts::pes_add(&c.keys(), permits);
-        run_once::<i64>(&c.client, &c.name, &inv).await.map(|_| ())
+        c.once::<i64>(&inv).await.map(|_| ())
     }
 
     /// Sets the lease of the held permit `id` to `lease` from now (`None`: never expires).
@@ -546,7 +548,7 @@ impl PermitExpirableSemaphore {
         let expiry = expiry_of(lease)?;
         let c = &self.inner;
         let inv = scripts::pes_update_lease(&c.keys(), &id.bytes, expiry, epoch_ms());
-        let updated = run_repeatable::<i64>(&c.client, &c.name, &inv).await? == 1;
+        let updated = c.repeatable::<i64>(&inv).await? == 1;
         if updated {
             c.client.permit_lease(&id.bytes, expiry);
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::{deadline, epoch_ms, remaining, run_once, run_repeatable, Named};
+use super::{deadline, epoch_ms, remaining, Named};
 use crate::config::millis;
 use crate::error::{from_script, LockError, Result};
 use crate::keys::suffix_name;
@@ -177,7 +177,7 @@ impl Inner {
         let mut id = [0u8; 16];
         rand::rng().fill_bytes(&mut id);
         let inv = scripts::rate_acquire(&self.keys(), permits, epoch_ms(), &id);
-        match run_once::<Option<i64>>(&self.named.client, &self.named.name, &inv).await? {
+        match self.named.once::<Option<i64>>(&inv).await? {
             None => Ok(None),
             Some(-1) => Err(self.refused(NOT_INITIALIZED)),
             Some(-2) => Err(self.refused(EXCEEDS_RATE)),
@@ -221,6 +221,7 @@ impl RateLimiter {
         let client_value = suffix_name(&value, client.id());
         let client_permits = suffix_name(&permits, client.id());
         let named = Named::new(
+            KIND,
             client,
             name,
             value,
@@ -315,8 +316,7 @@ impl RateLimiter {
         );
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
-        let set: i64 =
-            run_repeatable(&self.inner.named.client, &self.inner.named.name, &inv).await?;
+        let set: i64 = self.inner.named.repeatable(&inv).await?;
         Ok(set == 1)
     }
 
@@ -341,7 +341,7 @@ impl RateLimiter {
             rate_type.ordinal(),
             keep_ms,
         );
-        run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await?;
+        self.inner.named.repeatable::<i64>(&inv).await?;
         Ok(())
     }
 
@@ -364,7 +364,7 @@ impl RateLimiter {
             .arg(name)
             .query_async(&mut conn)
             .await
-            .map_err(|e| from_script(name, e))?;
+            .map_err(|e| from_script(KIND, name, e))?;
         if map.is_empty() {
             return Ok(None);
         }
@@ -410,7 +410,7 @@ impl RateLimiter {
     pub async fn available_permits(&self) -> Result<i64> {
         self.inner.named.check()?;
         let inv = scripts::rate_available(&self.inner.keys(), epoch_ms());
-        match run_repeatable::<i64>(&self.inner.named.client, &self.inner.named.name, &inv).await? {
+        match self.inner.named.repeatable::<i64>(&inv).await? {
             -1 => Err(self.inner.refused(NOT_INITIALIZED)),
             n => Ok(n),
         }
@@ -582,7 +582,7 @@ impl RateLimiter {
         }
         let inv = scripts::rate_release(&self.inner.keys(), permits);
         let named = &self.inner.named;
-        let releasing = run_once::<i64>(&named.client, &named.name, &inv);
+        let releasing = named.once::<i64>(&inv);
         let op = named.observe_as("release", KIND);
         match observe::release(op, permits, releasing, |_| "released").await? {
             -1 => Err(self.inner.refused(NOT_INITIALIZED)),

@@ -5,9 +5,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{
-    check_permits, deadline, detached, no_reply, run_once, run_repeatable, wait_for, Named, Step,
-};
+use super::{check_permits, deadline, detached, no_reply, wait_for, Named, Step};
 use crate::config::millis;
 use crate::error::{LockError, Result};
 use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
@@ -103,7 +101,7 @@ impl Inner {
     /// One acquire script, repeated with the same receipt after a transient failure.
     async fn take(&self, permits: u32, receipt: &str) -> Result<bool> {
         let inv = scripts::semaphore_acquire(&self.name, receipt, permits, self.receipt_ms());
-        match run_repeatable::<i64>(&self.client, &self.name, &inv).await? {
+        match self.repeatable::<i64>(&inv).await? {
             1 => Ok(true),
             0 => Ok(false),
             other => Err(LockError::UnexpectedReply {
@@ -117,7 +115,9 @@ impl Inner {
     /// receipt has expired.
     async fn give_back(&self, receipt: &str) {
         let until = Instant::now() + Duration::from_millis(self.receipt_ms());
-        let mut retry = Retry::until(self.client.config(), until).op("give_back");
+        let mut retry = Retry::until(self.client.config(), until)
+            .op("give_back")
+            .kind("semaphore");
         loop {
             let inv = scripts::semaphore_undo(&self.keys(), receipt);
             let mut conn = self.client.conn_synced();
@@ -167,7 +167,7 @@ impl Semaphore {
     pub(crate) fn new(client: Client, name: String) -> Semaphore {
         let channel = prefix_name(SEMAPHORE_CHANNEL_PREFIX, &name);
         let receipt = keys::semaphore_receipt(&name, "0");
-        let named = Named::new(client, name, channel, &[&receipt]);
+        let named = Named::new("semaphore", client, name, channel, &[&receipt]);
         Semaphore {
             inner: Arc::new(Inner { named }),
         }
@@ -194,7 +194,7 @@ impl Semaphore {
         let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, 0);
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
-        Ok(run_repeatable::<i64>(&self.inner.client, &self.inner.name, &inv).await? == 1)
+        Ok(self.inner.repeatable::<i64>(&inv).await? == 1)
     }
 
     /// [`try_set_permits`](Semaphore::try_set_permits) with a time to live: the semaphore's
@@ -224,7 +224,7 @@ impl Semaphore {
         self.inner.check()?;
         super::check_ttl(ttl)?;
         let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, millis(ttl));
-        Ok(run_repeatable::<i64>(&self.inner.client, &self.inner.name, &inv).await? == 1)
+        Ok(self.inner.repeatable::<i64>(&inv).await? == 1)
     }
 
     /// Takes one permit, waiting for as long as it takes (Redisson's `acquire()`).
@@ -438,7 +438,7 @@ impl Semaphore {
             let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
             let inv =
                 scripts::semaphore_release(&inner.keys(), &receipt, permits, inner.receipt_ms());
-            let r = run_repeatable::<i64>(&inner.client, &inner.name, &inv).await;
+            let r = inner.repeatable::<i64>(&inv).await;
             if r.is_ok() {
                 inner.client.delete_latch(receipt);
             }
@@ -490,7 +490,7 @@ impl Semaphore {
                 permits,
                 inner.receipt_ms(),
             );
-            let r = run_repeatable::<i64>(&inner.client, &inner.name, &inv).await;
+            let r = inner.repeatable::<i64>(&inv).await;
             if r.is_ok() {
                 inner.client.delete_latch(receipt);
             }
@@ -526,7 +526,7 @@ impl Semaphore {
     pub async fn drain_permits(&self) -> Result<i64> {
         self.inner.check()?;
         let inv = scripts::semaphore_drain(&self.inner.name);
-        run_once::<i64>(&self.inner.client, &self.inner.name, &inv).await
+        self.inner.once::<i64>(&inv).await
     }
 
     /// Adds `permits`, or removes them when negative (Redisson's `addPermits`: the count may go
@@ -539,9 +539,7 @@ impl Semaphore {
     pub async fn add_permits(&self, permits: i32) -> Result<()> {
         self.inner.check()?;
         let inv = scripts::semaphore_add(&self.inner.keys(), permits);
-        run_once::<i64>(&self.inner.client, &self.inner.name, &inv)
-            .await
-            .map(|_| ())
+        self.inner.once::<i64>(&inv).await.map(|_| ())
     }
 
     /// Deletes the semaphore (its permit count). Waiters keep waiting for a new count.

@@ -15,14 +15,10 @@ use crate::holds::permits::WatchedPermit;
 use crate::observe;
 use crate::scripts::{self, PesKeys};
 use crate::shared::ClientInner;
+use crate::time::epoch_ms;
 
-/// Epoch milliseconds (the client clock, as Redisson's permit leases).
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+/// The metrics' `kind` label of a watched permit.
+const KIND: &str = "permit_semaphore";
 
 pub(super) async fn renew(client: &ClientInner) {
     let watched = client.holds.permits.watched();
@@ -62,22 +58,22 @@ pub(super) async fn renew(client: &ClientInner) {
                         p.renewed(started);
                         renewed += 1;
                     } else if p.lose() {
-                        observe::lease_lost("watchdog");
+                        observe::lease_lost(KIND, "watchdog");
                         tracing::warn!(
                             semaphore = %p.name,
                             "permit lost: the watchdog found it gone"
                         );
                     }
                 }
-                observe::renewed(renewed);
+                observe::renewed(KIND, renewed);
             }
             Ok(other) => {
-                observe::script_error();
+                observe::script_error(KIND);
                 tracing::warn!(reply = ?other, "unexpected reply to the permit renewal script");
                 put_at_risk(chunk);
             }
             Err(e) => {
-                observe::script_error();
+                observe::script_error(KIND);
                 tracing::warn!(error = %e, permits = chunk.len(), "can't renew permits; will retry");
                 put_at_risk(chunk);
                 expire_unrenewed(chunk, lease);
@@ -90,7 +86,7 @@ pub(super) async fn renew(client: &ClientInner) {
 fn put_at_risk(chunk: &[Arc<WatchedPermit>]) {
     for p in chunk {
         if !p.is_lost() && p.risk() {
-            observe::at_risk("failed");
+            observe::at_risk(KIND, "failed");
             tracing::info!(semaphore = %p.name, "permit at risk: its renewal failed");
         }
     }
@@ -101,7 +97,7 @@ fn expire_unrenewed(chunk: &[Arc<WatchedPermit>], lease: Duration) {
     let now = Instant::now();
     for p in chunk {
         if now.duration_since(p.renewed_at()) >= lease && p.lose() {
-            observe::lease_lost("watchdog");
+            observe::lease_lost(KIND, "watchdog");
             tracing::warn!(semaphore = %p.name, "permit lost: not renewed for a whole lease");
         }
     }

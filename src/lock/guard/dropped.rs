@@ -7,7 +7,7 @@ use crate::raw::LockKind;
 impl<K: LockKind> Drop for LockGuard<K> {
     fn drop(&mut self) {
         if !self.armed {
-            self.lock.client().holds().forget(&self.hold);
+            self.lock.client().registry().forget(&self.hold);
             return;
         }
         self.armed = false;
