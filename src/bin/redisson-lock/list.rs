@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::inspect::{self, Kind};
 use crate::output;
+use crate::subscribers;
 use crate::target::Target;
 use crate::Result;
 
@@ -373,7 +374,7 @@ async fn read_page<C: redis::aio::ConnectionLike>(
             channels.push(inspect::prefix_name(inspect::SEMAPHORE_CHANNEL, name));
             channels.push(inspect::latch_channel(name));
         }
-        let counts = inspect::subscribers_each(target, every_node, &channels).await?;
+        let counts = subscribers::each(target, every_node, &channels).await?;
         for &e in &undecided {
             let name = entries[e].name.clone();
             let count = |c: String| counts.get(&c).copied().unwrap_or(0) > 0;

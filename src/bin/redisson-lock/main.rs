@@ -12,6 +12,7 @@ mod output;
 mod render;
 mod run;
 mod server;
+mod subscribers;
 mod synchronizers;
 mod target;
 mod unlock;
