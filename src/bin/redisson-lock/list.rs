@@ -70,8 +70,7 @@ pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
         for e in &entries {
             doc.push(serde_json::to_string(e)?);
         }
-        println!("[{}]", doc.join(","));
-        return Ok(());
+        return output::line(&format!("[{}]", doc.join(",")));
     }
     let mut rows = vec![vec![
         "KIND".to_owned(),
@@ -87,7 +86,7 @@ pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
             e.name.clone(),
         ]
     }));
-    print!("{}", output::table(&rows));
+    output::out(&output::table(&rows))?;
     eprintln!("{} lock(s)", entries.len());
     Ok(())
 }
