@@ -12,8 +12,6 @@
 //! - `--limit N` stops the scan once N entries are found.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
@@ -21,6 +19,7 @@ use serde::Serialize;
 
 use crate::inspect::{self, Kind};
 use crate::output;
+use crate::progress::Progress;
 use crate::subscribers;
 use crate::target::Target;
 use crate::Result;
@@ -442,61 +441,6 @@ fn is_companion(key: &str) -> bool {
         "redisson_unlock_latch:",
     ];
     PREFIXES.iter().any(|p| key.starts_with(p)) || key.contains(":rwlock_timeout:")
-}
-
-/// Progress on stderr: keys scanned and entries found, at most a few times a second.
-struct Progress {
-    on: bool,
-    tty: bool,
-    scanned: usize,
-    found: usize,
-    last: Option<Instant>,
-}
-
-impl Progress {
-    fn new(setting: Option<bool>) -> Progress {
-        let tty = std::io::stderr().is_terminal();
-        Progress {
-            on: setting.unwrap_or(tty),
-            tty,
-            scanned: 0,
-            found: 0,
-            last: None,
-        }
-    }
-
-    fn page(&mut self, keys: usize) {
-        self.scanned += keys;
-    }
-
-    fn found(&mut self, found: usize) {
-        self.found = found;
-        let due = self.last.is_none_or(|t| {
-            t.elapsed() >= Duration::from_millis(if self.tty { 200 } else { 1000 })
-        });
-        if self.on && due {
-            self.last = Some(Instant::now());
-            self.print(false);
-        }
-    }
-
-    fn print(&self, last: bool) {
-        let line = format!("scanned {} key(s), {} found", self.scanned, self.found);
-        let mut err = std::io::stderr().lock();
-        let _ = if self.tty {
-            write!(err, "\r{line}{}", if last { "\n" } else { "" })
-        } else {
-            writeln!(err, "{line}")
-        };
-        let _ = err.flush();
-    }
-
-    fn done(&mut self, found: usize) {
-        self.found = found;
-        if self.on {
-            self.print(true);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod clients;
 mod inspect;
 mod list;
 mod output;
+mod progress;
 mod render;
 mod run;
 mod server;
