@@ -38,6 +38,10 @@ pub struct Entry {
     pub redis_type: String,
     pub holders: usize,
     pub ttl_ms: Option<i64>,
+    /// The holders' fields (`<client uuid>:<id>`, a writer's without `:write`), for `--wide`
+    /// and `--orphans`.
+    #[serde(skip)]
+    pub owners: Vec<String>,
 }
 
 /// What `list` was asked.
@@ -57,15 +61,7 @@ pub struct Options {
 pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
     let entries = collect(target, options).await?;
     if json {
-        // The array opens with `{"server": {...}}`: an empty list still says where it looked
-        // (docs/cli.md, "JSON").
-        #[derive(Serialize)]
-        struct Lead<'a> {
-            server: &'a crate::server::Server,
-        }
-        let mut doc = vec![serde_json::to_string(&Lead {
-            server: &target.server,
-        })?];
+        let mut doc = vec![lead(target, None)?];
         for e in &entries {
             doc.push(serde_json::to_string(e)?);
         }
@@ -88,6 +84,21 @@ pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
     output::out(&output::table(&rows))?;
     eprintln!("{} lock(s)", entries.len());
     Ok(())
+}
+
+/// The JSON array's first element: `{"server": {...}}`, so that an empty list still says where
+/// it looked (docs/cli.md, "JSON"); `clients`: what `--wide` and `--orphans` add to it.
+pub fn lead(target: &Target, clients: Option<serde_json::Value>) -> Result<String> {
+    #[derive(Serialize)]
+    struct Lead<'a> {
+        server: &'a crate::server::Server,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        clients: Option<serde_json::Value>,
+    }
+    Ok(serde_json::to_string(&Lead {
+        server: &target.server,
+        clients,
+    })?)
 }
 
 /// The entries, sorted by name, at most `limit`.
@@ -324,6 +335,7 @@ async fn read_page<C: redis::aio::ConnectionLike>(
             redis_type: f.redis_type.clone(),
             holders: 0,
             ttl_ms: Some(f.ttl_ms),
+            owners: Vec::new(),
         };
         match (f.redis_type.as_str(), read.get(&i)) {
             ("hash", Some(Ok(value))) => {
@@ -344,6 +356,8 @@ async fn read_page<C: redis::aio::ConnectionLike>(
                     } else {
                         holders.len()
                     };
+                    entry.owners = holders.into_iter().map(|h| h.owner).collect();
+                    entry.owners.dedup();
                 } else if inspect::rate_limiter_config(&fields).is_some() {
                     entry.kind = Kind::RateLimiter;
                 }

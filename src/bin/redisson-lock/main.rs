@@ -8,6 +8,7 @@ mod change;
 mod clients;
 mod inspect;
 mod list;
+mod liveness;
 mod output;
 mod progress;
 mod render;
@@ -132,6 +133,14 @@ enum Command {
         /// No progress on stderr, even on a terminal.
         #[arg(long)]
         no_progress: bool,
+        /// Each holder on its own row with its client's connection (address, or `-`) and
+        /// whether that client is connected (`live`, `orphan`, `unknown`).
+        #[arg(long)]
+        wide: bool,
+        /// Only the locks whose holders' clients have no connection on any master (dead
+        /// holders waiting out their lease); implies --wide's columns.
+        #[arg(long)]
+        orphans: bool,
     },
     /// Print a lock's unlock messages and state changes as they happen.
     Watch {
@@ -343,6 +352,8 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
             limit,
             progress,
             no_progress,
+            wide,
+            orphans,
         } => {
             let options = list::Options {
                 pattern,
@@ -357,7 +368,12 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
                     None
                 },
             };
-            list::run(&target, &options, json).await.map(|()| 0)
+            if wide || orphans {
+                liveness::run(&target, &options, orphans, json).await?;
+            } else {
+                list::run(&target, &options, json).await?;
+            }
+            Ok(0)
         }
         Command::Watch { name, duration } => {
             watch::run(&target, &name, duration, json).await.map(|()| 0)
