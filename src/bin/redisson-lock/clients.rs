@@ -21,11 +21,21 @@ pub struct ClientConn {
     pub idle_s: i64,
     /// The server (`host:port`) it is connected to, on a cluster; `None` otherwise.
     pub node: Option<String>,
+    /// `CLIENT LIST`'s flags (`S`: a replica's link, `M`: the master's, `N`: none).
+    #[serde(skip)]
+    pub flags: String,
 }
 
 /// Every named connection of every master (the one server outside a cluster). `Err` when
 /// `CLIENT LIST` is refused (an ACL user without it).
 pub async fn named(target: &Target) -> Result<Vec<ClientConn>> {
+    let mut all = every(target).await?;
+    all.retain(|c| !c.name.is_empty());
+    Ok(all)
+}
+
+/// Every connection of every master, named or not. `Err` when `CLIENT LIST` is refused.
+pub async fn every(target: &Target) -> Result<Vec<ClientConn>> {
     let nodes = target.node_conns_with_addr(true).await?;
     let mut all = Vec::new();
     if nodes.is_empty() {
@@ -57,7 +67,30 @@ pub fn of_owner(all: &[ClientConn], owner: &str) -> Vec<ClientConn> {
         .collect()
 }
 
-/// The named connections of a `CLIENT LIST` reply (`id=.. addr=.. name=.. age=.. idle=..`).
+/// Connections that could be a lock holder's client without carrying its client uuid in
+/// their name: unnamed, or named without a uuid (a Java Redisson client, which names its
+/// connections with its `clientName` setting or not at all; `redis-cli`). Replication links
+/// (flags `S`, `M`) and the sentinels' own connections (`sentinel-<id>-cmd`, `-pubsub`) hold
+/// no lock and are left out.
+pub fn anonymous(all: &[ClientConn]) -> Vec<&ClientConn> {
+    all.iter()
+        .filter(|c| !c.flags.contains(['S', 'M']))
+        .filter(|c| !c.name.starts_with("sentinel-"))
+        .filter(|c| !has_uuid(&c.name))
+        .collect()
+}
+
+/// Whether `name` contains a uuid (`8-4-4-4-12` hex digits), as this crate's `<name>:<uuid>`.
+pub fn has_uuid(name: &str) -> bool {
+    name.as_bytes().windows(36).any(|w| {
+        w.iter().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => *b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+    })
+}
+
+/// Every connection of a `CLIENT LIST` reply, named or not (an unnamed one's `name` is empty).
 pub fn parse(text: &str, node: Option<String>) -> Vec<ClientConn> {
     text.lines()
         .filter_map(|line| {
@@ -65,13 +98,13 @@ pub fn parse(text: &str, node: Option<String>) -> Vec<ClientConn> {
                 line.split(' ')
                     .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
             };
-            let name = get("name").filter(|n| !n.is_empty())?;
             Some(ClientConn {
                 addr: get("addr")?.to_owned(),
-                name: name.to_owned(),
+                name: get("name").unwrap_or_default().to_owned(),
                 age_s: get("age").and_then(|v| v.parse().ok()).unwrap_or(0),
                 idle_s: get("idle").and_then(|v| v.parse().ok()).unwrap_or(0),
                 node: node.clone(),
+                flags: get("flags").unwrap_or_default().to_owned(),
             })
         })
         .collect()
@@ -85,12 +118,27 @@ mod tests {
     fn client_list_lines_parse_and_match_by_uuid() {
         let text = "id=3 addr=10.0.0.7:51234 laddr=10.0.0.1:6379 fd=8 name=orders:0badc0de-0000-4000-8000-000000000001 age=120 idle=2 flags=N db=0\n\
                     id=4 addr=10.0.0.8:40000 laddr=10.0.0.1:6379 fd=9 name= age=5 idle=5 flags=N db=0\n";
-        let all = parse(text, None);
+        let mut all = parse(text, None);
+        all.retain(|c| !c.name.is_empty());
         assert_eq!(all.len(), 1, "unnamed connections are left out");
         assert_eq!(all[0].addr, "10.0.0.7:51234");
         assert_eq!((all[0].age_s, all[0].idle_s), (120, 2));
         let found = of_owner(&all, "0badc0de-0000-4000-8000-000000000001:17");
         assert_eq!(found.len(), 1);
         assert!(of_owner(&all, "0badc0de-0000-4000-8000-000000000002:17").is_empty());
+    }
+
+    #[test]
+    fn connections_without_a_client_uuid_are_anonymous_but_replication_and_sentinels_are_not() {
+        let text =
+            "id=3 addr=10.0.0.7:1 name=orders:0badc0de-0000-4000-8000-000000000001 flags=N\n\
+                    id=4 addr=10.0.0.8:2 name= flags=N\n\
+                    id=5 addr=10.0.0.8:3 name=billing flags=P\n\
+                    id=6 addr=10.0.0.9:4 name= flags=S\n\
+                    id=7 addr=10.0.0.9:5 name=sentinel-2f1c3a7e-cmd flags=N\n";
+        let all = parse(text, None);
+        let anonymous: Vec<&str> = anonymous(&all).iter().map(|c| c.addr.as_str()).collect();
+        assert_eq!(anonymous, ["10.0.0.8:2", "10.0.0.8:3"]);
+        assert!(!has_uuid("0badc0de-0000-4000-8000-00000000000"));
     }
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::clients::{self, ClientConn};
 use crate::output::now_ms;
+use crate::subscribers;
 use crate::target::Target;
 use crate::Result;
 
@@ -188,7 +189,7 @@ pub async fn inspect(target: &Target, name: &str) -> Result<Inspection> {
     // A semaphore's or latch's channels were counted to detect it.
     if found.channels.is_empty() {
         found.channels = channels(&found);
-        found.waiters = subscribers(target, &found.channels).await?;
+        found.waiters = subscribers::total(target, &found.channels).await?;
     }
     if !found.holders.is_empty() {
         match clients::named(target).await {
@@ -309,8 +310,9 @@ async fn read_synchronizer(target: &Target, found: &mut Inspection, detail: bool
             .collect();
         return Ok(true);
     }
-    let semaphore = subscribers(target, &[prefix_name(SEMAPHORE_CHANNEL, &found.name)]).await?;
-    let latch = subscribers(target, &[latch_channel(&found.name)]).await?;
+    let semaphore =
+        subscribers::total(target, &[prefix_name(SEMAPHORE_CHANNEL, &found.name)]).await?;
+    let latch = subscribers::total(target, &[latch_channel(&found.name)]).await?;
     found.kind = Some(match (semaphore > 0, latch > 0) {
         (true, false) => Kind::Semaphore,
         (false, true) => Kind::CountDownLatch,
@@ -496,79 +498,4 @@ pub fn channels(found: &Inspection) -> Vec<String> {
         ],
         Some(Kind::RateLimiter | Kind::Unknown) => Vec::new(),
     }
-}
-
-/// Subscribers of `channels`, summed over every node of a cluster (pub/sub counts are local to
-/// the node a subscriber is connected to), sharded subscriptions included.
-pub async fn subscribers(target: &Target, channels: &[String]) -> Result<i64> {
-    if channels.is_empty() {
-        return Ok(0);
-    }
-    let nodes = target.node_conns(false).await?;
-    if nodes.is_empty() {
-        return numsub(&mut target.conn(), "NUMSUB", channels).await;
-    }
-    let mut total = 0;
-    for mut node in nodes {
-        total += numsub(&mut node, "NUMSUB", channels).await?;
-        // Redis 7+ only; older servers have no sharded subscribers to count.
-        total += numsub(&mut node, "SHARDNUMSUB", channels)
-            .await
-            .unwrap_or(0);
-    }
-    Ok(total)
-}
-
-/// Subscribers of each of `channels` (summed over `nodes`, every node of a cluster, sharded
-/// included; an empty `nodes` outside a cluster).
-pub async fn subscribers_each(
-    target: &Target,
-    nodes: &[redis::aio::MultiplexedConnection],
-    channels: &[String],
-) -> Result<HashMap<String, i64>> {
-    let mut counts: HashMap<String, i64> = HashMap::new();
-    if channels.is_empty() {
-        return Ok(counts);
-    }
-    let mut add = |reply: Vec<(String, i64)>| {
-        for (c, n) in reply {
-            *counts.entry(c).or_default() += n;
-        }
-    };
-    if nodes.is_empty() {
-        add(numsub_each(&mut target.conn(), "NUMSUB", channels).await?);
-    }
-    for node in nodes {
-        let mut node = node.clone();
-        add(numsub_each(&mut node, "NUMSUB", channels).await?);
-        add(numsub_each(&mut node, "SHARDNUMSUB", channels)
-            .await
-            .unwrap_or_default());
-    }
-    Ok(counts)
-}
-
-async fn numsub_each<C: redis::aio::ConnectionLike>(
-    conn: &mut C,
-    sub: &str,
-    channels: &[String],
-) -> Result<Vec<(String, i64)>> {
-    Ok(redis::cmd("PUBSUB")
-        .arg(sub)
-        .arg(channels)
-        .query_async(conn)
-        .await?)
-}
-
-async fn numsub<C: redis::aio::ConnectionLike>(
-    conn: &mut C,
-    sub: &str,
-    channels: &[String],
-) -> Result<i64> {
-    let reply: Vec<(String, i64)> = redis::cmd("PUBSUB")
-        .arg(sub)
-        .arg(channels)
-        .query_async(conn)
-        .await?;
-    Ok(reply.iter().map(|(_, n)| n).sum())
 }

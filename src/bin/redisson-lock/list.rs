@@ -12,8 +12,6 @@
 //! - `--limit N` stops the scan once N entries are found.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
@@ -21,6 +19,8 @@ use serde::Serialize;
 
 use crate::inspect::{self, Kind};
 use crate::output;
+use crate::progress::Progress;
+use crate::subscribers;
 use crate::target::Target;
 use crate::Result;
 
@@ -38,6 +38,10 @@ pub struct Entry {
     pub redis_type: String,
     pub holders: usize,
     pub ttl_ms: Option<i64>,
+    /// The holders' fields (`<client uuid>:<id>`, a writer's without `:write`), for `--wide`
+    /// and `--orphans`.
+    #[serde(skip)]
+    pub owners: Vec<String>,
 }
 
 /// What `list` was asked.
@@ -57,20 +61,11 @@ pub struct Options {
 pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
     let entries = collect(target, options).await?;
     if json {
-        // The array opens with `{"server": {...}}`: an empty list still says where it looked
-        // (docs/cli.md, "JSON").
-        #[derive(Serialize)]
-        struct Lead<'a> {
-            server: &'a crate::server::Server,
-        }
-        let mut doc = vec![serde_json::to_string(&Lead {
-            server: &target.server,
-        })?];
+        let mut doc = vec![lead(target, None)?];
         for e in &entries {
             doc.push(serde_json::to_string(e)?);
         }
-        println!("[{}]", doc.join(","));
-        return Ok(());
+        return output::line(&format!("[{}]", doc.join(",")));
     }
     let mut rows = vec![vec![
         "KIND".to_owned(),
@@ -86,9 +81,24 @@ pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
             e.name.clone(),
         ]
     }));
-    print!("{}", output::table(&rows));
+    output::out(&output::table(&rows))?;
     eprintln!("{} lock(s)", entries.len());
     Ok(())
+}
+
+/// The JSON array's first element: `{"server": {...}}`, so that an empty list still says where
+/// it looked (docs/cli.md, "JSON"); `clients`: what `--wide` and `--orphans` add to it.
+pub fn lead(target: &Target, clients: Option<serde_json::Value>) -> Result<String> {
+    #[derive(Serialize)]
+    struct Lead<'a> {
+        server: &'a crate::server::Server,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        clients: Option<serde_json::Value>,
+    }
+    Ok(serde_json::to_string(&Lead {
+        server: &target.server,
+        clients,
+    })?)
 }
 
 /// The entries, sorted by name, at most `limit`.
@@ -325,6 +335,7 @@ async fn read_page<C: redis::aio::ConnectionLike>(
             redis_type: f.redis_type.clone(),
             holders: 0,
             ttl_ms: Some(f.ttl_ms),
+            owners: Vec::new(),
         };
         match (f.redis_type.as_str(), read.get(&i)) {
             ("hash", Some(Ok(value))) => {
@@ -345,6 +356,8 @@ async fn read_page<C: redis::aio::ConnectionLike>(
                     } else {
                         holders.len()
                     };
+                    entry.owners = holders.into_iter().map(|h| h.owner).collect();
+                    entry.owners.dedup();
                 } else if inspect::rate_limiter_config(&fields).is_some() {
                     entry.kind = Kind::RateLimiter;
                 }
@@ -373,7 +386,7 @@ async fn read_page<C: redis::aio::ConnectionLike>(
             channels.push(inspect::prefix_name(inspect::SEMAPHORE_CHANNEL, name));
             channels.push(inspect::latch_channel(name));
         }
-        let counts = inspect::subscribers_each(target, every_node, &channels).await?;
+        let counts = subscribers::each(target, every_node, &channels).await?;
         for &e in &undecided {
             let name = entries[e].name.clone();
             let count = |c: String| counts.get(&c).copied().unwrap_or(0) > 0;
@@ -442,61 +455,6 @@ fn is_companion(key: &str) -> bool {
         "redisson_unlock_latch:",
     ];
     PREFIXES.iter().any(|p| key.starts_with(p)) || key.contains(":rwlock_timeout:")
-}
-
-/// Progress on stderr: keys scanned and entries found, at most a few times a second.
-struct Progress {
-    on: bool,
-    tty: bool,
-    scanned: usize,
-    found: usize,
-    last: Option<Instant>,
-}
-
-impl Progress {
-    fn new(setting: Option<bool>) -> Progress {
-        let tty = std::io::stderr().is_terminal();
-        Progress {
-            on: setting.unwrap_or(tty),
-            tty,
-            scanned: 0,
-            found: 0,
-            last: None,
-        }
-    }
-
-    fn page(&mut self, keys: usize) {
-        self.scanned += keys;
-    }
-
-    fn found(&mut self, found: usize) {
-        self.found = found;
-        let due = self.last.is_none_or(|t| {
-            t.elapsed() >= Duration::from_millis(if self.tty { 200 } else { 1000 })
-        });
-        if self.on && due {
-            self.last = Some(Instant::now());
-            self.print(false);
-        }
-    }
-
-    fn print(&self, last: bool) {
-        let line = format!("scanned {} key(s), {} found", self.scanned, self.found);
-        let mut err = std::io::stderr().lock();
-        let _ = if self.tty {
-            write!(err, "\r{line}{}", if last { "\n" } else { "" })
-        } else {
-            writeln!(err, "{line}")
-        };
-        let _ = err.flush();
-    }
-
-    fn done(&mut self, found: usize) {
-        self.found = found;
-        if self.on {
-            self.print(true);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,10 +8,13 @@ mod change;
 mod clients;
 mod inspect;
 mod list;
+mod liveness;
 mod output;
+mod progress;
 mod render;
 mod run;
 mod server;
+mod subscribers;
 mod synchronizers;
 mod target;
 mod unlock;
@@ -130,6 +133,14 @@ enum Command {
         /// No progress on stderr, even on a terminal.
         #[arg(long)]
         no_progress: bool,
+        /// Each holder on its own row with its client's connection (address, or `-`) and
+        /// whether that client is connected (`live`, `orphan`, `unknown`).
+        #[arg(long)]
+        wide: bool,
+        /// Only the locks whose holders' clients have no connection on any master (dead
+        /// holders waiting out their lease); implies --wide's columns.
+        #[arg(long)]
+        orphans: bool,
     },
     /// Print a lock's unlock messages and state changes as they happen.
     Watch {
@@ -223,8 +234,17 @@ fn main() -> ExitCode {
         && cli.global.sentinel.is_empty();
     if let Command::Completions { shell } = cli.command {
         let mut command = Cli::command();
-        clap_complete::generate(shell, &mut command, "redisson-lock", &mut std::io::stdout());
-        return ExitCode::SUCCESS;
+        // Into memory first: clap_complete panics on a failed write.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut command, "redisson-lock", &mut script);
+        return match output::out(&String::from_utf8_lossy(&script)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) if output::stdout_closed() => ExitCode::from(output::EXIT_STDOUT_CLOSED),
+            Err(Failure(message)) => {
+                eprintln!("error: {message}");
+                ExitCode::from(1)
+            }
+        };
     }
     verbosity(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -238,7 +258,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli, default_url)) {
+    let result = runtime.block_on(dispatch(cli, default_url));
+    // stdout closed under us (`| head`): end quietly, as a tool killed by SIGPIPE (see
+    // `output::out` for why SIGPIPE itself stays ignored).
+    if output::stdout_closed() {
+        return ExitCode::from(output::EXIT_STDOUT_CLOSED);
+    }
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(Failure(message)) => {
             eprintln!("error: {message}");
@@ -295,7 +321,7 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
     // Say where: the first line of every text output (`watch` timestamps its own; `run`'s
     // stdout is the command's).
     if !json && !matches!(cli.command, Command::Watch { .. } | Command::Run(_)) {
-        println!("{}", target.server.line());
+        output::line(&target.server.line())?;
     }
     if matches!(cli.command, Command::Inspect { .. } | Command::List { .. }) {
         eviction_warning(&target).await;
@@ -310,7 +336,7 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
                     doc: &found,
                 })?;
             } else {
-                print!("{}", render::inspection(&found));
+                output::out(&render::inspection(&found))?;
             }
             let held = found.kind.is_some_and(inspect::Kind::is_lock) && !found.holders.is_empty();
             Ok(if exit_status && !held {
@@ -326,6 +352,8 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
             limit,
             progress,
             no_progress,
+            wide,
+            orphans,
         } => {
             let options = list::Options {
                 pattern,
@@ -340,7 +368,12 @@ async fn dispatch(cli: Cli, default_url: bool) -> Result<u8> {
                     None
                 },
             };
-            list::run(&target, &options, json).await.map(|()| 0)
+            if wide || orphans {
+                liveness::run(&target, &options, orphans, json).await?;
+            } else {
+                list::run(&target, &options, json).await?;
+            }
+            Ok(0)
         }
         Command::Watch { name, duration } => {
             watch::run(&target, &name, duration, json).await.map(|()| 0)

@@ -1,6 +1,51 @@
 //! Small formatting helpers shared by the commands: durations, timestamps, aligned rows.
 
+use std::io::{ErrorKind, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::Failure;
+
+/// Exit status when stdout was closed under the command (a broken pipe: `| head` read what it
+/// wanted and exited): 128 + SIGPIPE, what a shell reports for a Unix tool killed by SIGPIPE.
+pub const EXIT_STDOUT_CLOSED: u8 = 141;
+
+/// Set by [`out`] when a write found stdout closed.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` on stdout (and flushes it). Every command writes its stdout through here.
+///
+/// A closed stdout (`EPIPE`) ends the command: the error goes up like any other, and `main`,
+/// seeing [`stdout_closed`], exits [`EXIT_STDOUT_CLOSED`] without a word. Why not restore
+/// SIGPIPE's default action at start instead (the C tools' way, same status in a shell): it
+/// would apply to every file descriptor, and a write to a Redis socket whose server went away
+/// may raise SIGPIPE too (a `writev` does; only `send` with `MSG_NOSIGNAL` does not): `watch`,
+/// which must outlive a server restart, would be killed by it. Rust's ignored SIGPIPE turns both
+/// into `EPIPE` errors, and only stdout's ends the command.
+pub fn out(text: &str) -> crate::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, Ordering::SeqCst);
+            Err(Failure("stdout was closed".into()))
+        }
+        Err(e) => Err(Failure(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// [`out`] of `text` and a newline.
+pub fn line(text: &str) -> crate::Result<()> {
+    out(&format!("{text}\n"))
+}
+
+/// Whether a write to stdout found it closed.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::SeqCst)
+}
 
 /// Milliseconds since the Unix epoch, by this machine's clock (Redisson's fair-lock deadlines are
 /// client-clock epoch milliseconds too).
@@ -93,8 +138,7 @@ pub fn table(rows: &[Vec<String>]) -> String {
 
 /// Prints `value` as one line of JSON.
 pub fn print_json<T: serde::Serialize>(value: &T) -> crate::Result<()> {
-    println!("{}", serde_json::to_string(value)?);
-    Ok(())
+    line(&serde_json::to_string(value)?)
 }
 
 #[cfg(test)]

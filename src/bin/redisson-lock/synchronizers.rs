@@ -219,8 +219,7 @@ impl Write<'_> {
                 count,
             })
         } else {
-            println!("{}: {message}", self.name);
-            Ok(())
+            output::line(&format!("{}: {message}", self.name))
         }
     }
 }

@@ -203,6 +203,15 @@ impl Target {
                     node.host, node.port
                 ))
             })??;
+            // Named as the CLI's client names its own: `list --orphans` counts the connections
+            // that carry no client uuid, and must not count its own (refused: left unnamed).
+            let mut conn = conn;
+            let name = format!("redisson-lock-cli:{}", self.client.id());
+            let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+                .arg("SETNAME")
+                .arg(name)
+                .query_async(&mut conn)
+                .await;
             conns.push((format!("{}:{}", node.host, node.port), conn));
         }
         Ok(conns)

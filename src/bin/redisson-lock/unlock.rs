@@ -242,7 +242,6 @@ fn report(outcome: Outcome<'_>, json: bool, message: &str) -> Result<()> {
     if json {
         output::print_json(&outcome)
     } else {
-        println!("{}: {message}", outcome.name);
-        Ok(())
+        output::line(&format!("{}: {message}", outcome.name))
     }
 }

@@ -91,6 +91,9 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
             .await
             .err()
             .map_or_else(|| "the subscriber connection ended".to_owned(), |e| e.0);
+        if output::stdout_closed() {
+            return Err(Failure(lost));
+        }
         emit(
             json,
             Event {
@@ -109,6 +112,8 @@ async fn watch_across_restarts(target: &Target, name: &str, json: bool) -> Resul
             tokio::time::sleep(pause).await;
             match subscribe(target, name, json, false).await {
                 Ok((c, r, _)) => break (c, r),
+                // A closed stdout ends the watch (no one reads it); anything else is retried.
+                Err(e) if output::stdout_closed() => return Err(e),
                 Err(e) => {
                     tracing::debug!(error = %e.0, "watch: the server is still unreachable");
                     pause = (pause * 2).min(MAX_BACKOFF);
@@ -319,8 +324,7 @@ fn emit(json: bool, mut event: Event, line: &str) -> Result<()> {
         event.time = time;
         output::print_json(&event)
     } else {
-        println!("{time}  {line}");
-        Ok(())
+        output::line(&format!("{time}  {line}"))
     }
 }
 

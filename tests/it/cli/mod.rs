@@ -12,6 +12,8 @@ mod inspect;
 mod kinds;
 mod list;
 mod options;
+mod orphans;
+mod pipe;
 mod read_only;
 mod run;
 mod server;

@@ -1,6 +1,6 @@
 //! The on-call engineer's read-only user (issue 38): `inspect`, `list` and `watch` work for a
 //! user allowed only read commands (no `SCRIPT LOAD`, no script, no write), for every kind, on
-//! a server and on a cluster; a command that writes is refused at connect with the server's
+//! a server, on a cluster and through Sentinel; a command that writes is refused at connect with the server's
 //! words. [`ONCALL_RULE`] is the rule docs/cli.md gives.
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use redisson_lock::{Client, Config, RateLimiterConfig, RateType};
 use serde_json::Value;
 
 use crate::cli::{cli, Watch};
-use crate::support::cluster::TestCluster;
+use crate::support::cluster::{TestCluster, TestSentinel, MASTER_NAME};
 use crate::support::*;
 
 /// The ACL rule of a read-only on-call user, as docs/cli.md gives it (after `ACL SETUSER
@@ -187,6 +187,40 @@ async fn a_read_only_user_reads_a_cluster() {
     reads_every_kind(
         &["--cluster", &seeds],
         &["--cluster", &admin],
+        &things,
+        &writer,
+    )
+    .await;
+}
+
+/// Through Sentinel: the user exists on the master and the replica (ACLs are not replicated),
+/// the sentinels ask for no password (the URLs' credentials go to the data nodes only), and
+/// the CLI is pointed at the sentinels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_user_reads_through_sentinel() {
+    let sentinel = TestSentinel::start();
+    for node in [&sentinel.master, &sentinel.replica] {
+        let mut raw = redis::Client::open(node.url().as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        oncall(&mut raw).await;
+    }
+    let writer = Client::with_config(Config::sentinel(sentinel.sentinel_urls(), MASTER_NAME))
+        .await
+        .unwrap();
+    let things = one_of_each(&writer, "ro:").await;
+    let sentinels = sentinel
+        .sentinel_urls()
+        .iter()
+        .map(|u| u.replacen("redis://", "redis://oncall@", 1))
+        .collect::<Vec<_>>()
+        .join(",");
+    let admin = sentinel.sentinel_urls().join(",");
+    reads_every_kind(
+        &["--sentinel", &sentinels, "--master", MASTER_NAME],
+        &["--sentinel", &admin, "--master", MASTER_NAME],
         &things,
         &writer,
     )
