@@ -94,7 +94,8 @@ impl Client {
             crate::scripts::probe(&mut conn).await?;
             crate::scripts::preload(&conn).await;
         }
-        if let Some(aof) = config.aof_sync() {
+        // A read-only client writes nothing: no replica or fsync to confirm, no probe.
+        if let Some(aof) = config.aof_sync().filter(|_| !config.read_only()) {
             // WAITAOF exists from Redis 7.2, and `numlocal` needs `appendonly yes`: find out
             // now rather than at the first lock write.
             let probe = redis::cmd("WAITAOF")
@@ -117,7 +118,7 @@ impl Client {
                 conn.refused_at_connect("WAITAOF", e.to_string())?;
             }
         }
-        if config.replica_sync().is_some() {
+        if config.replica_sync().is_some() && !config.read_only() {
             // A proxy or serverless offering may not forward WAIT, an ACL may deny it: find out
             // now (`WAIT 0 0` answers at once) rather than at every lock write.
             let probe = redis::cmd("WAIT")

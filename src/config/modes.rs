@@ -75,7 +75,8 @@ impl std::fmt::Debug for SentinelAuth {
 
 impl crate::Config {
     /// A client that only reads (default `false`): connecting skips the checks that the user may
-    /// load and run scripts (`SCRIPT LOAD`, `EVALSHA`) and the scripts' preload, so a user
+    /// load and run scripts (`SCRIPT LOAD`, `EVALSHA`), the scripts' preload and the `WAIT` /
+    /// `WAITAOF` probes of replica sync (nothing is written to confirm), so a user
     /// allowed only read commands can connect and ask [`Lock::is_locked`](crate::Lock::is_locked),
     /// [`Lock::remain_time_to_live`](crate::Lock::remain_time_to_live) and the like (the
     /// operator CLI's `inspect`, `list` and `watch` connect so). Anything that writes still

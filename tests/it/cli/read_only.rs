@@ -21,7 +21,12 @@ const ONCALL_RULE: &[&str] = &[
     "&*",
     "-@all",
     "+@read",
-    "+@connection",
+    "+auth",
+    "+hello",
+    "+ping",
+    "+select",
+    "+client|setname",
+    "+client|id",
     "+subscribe",
     "+ssubscribe",
     "+psubscribe",
@@ -156,6 +161,30 @@ async fn reads_every_kind(
 async fn a_read_only_user_inspects_lists_and_watches_every_kind() {
     let (server, writer, mut raw) = fixture().await;
     oncall(&mut raw).await;
+    // Read-only for real: the rule grants no command that acts on other clients or the server
+    // (`+@connection` would have granted `CLIENT KILL` and `CLIENT PAUSE`).
+    let mut as_user = redis::Client::open(format!(
+        "redis://oncall:{PASSWORD}@127.0.0.1:{}/",
+        server.port
+    ))
+    .unwrap()
+    .get_multiplexed_async_connection()
+    .await
+    .unwrap();
+    for cmd in [
+        &["CLIENT", "KILL", "ID", "999999"][..],
+        &["CLIENT", "PAUSE", "1"],
+        &["CLIENT", "NO-EVICT", "on"],
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["SET", "k", "v"],
+    ] {
+        let r: redis::RedisResult<redis::Value> = redis::cmd(cmd[0])
+            .arg(&cmd[1..])
+            .query_async(&mut as_user)
+            .await;
+        let e = r.expect_err(&format!("{cmd:?} allowed to the on-call user"));
+        assert_eq!(e.code(), Some("NOPERM"), "{cmd:?}: {e}");
+    }
     let things = one_of_each(&writer, "ro:").await;
     let url = format!("redis://oncall@127.0.0.1:{}", server.port);
     let admin = server.url();
