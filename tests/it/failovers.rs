@@ -251,7 +251,7 @@ fn acquired_since(histories: &[PathBuf], lock: &str, since: u64) -> bool {
 
 /// Each history's holds of `lock` as (start, end when told): from `acquired` to its
 /// `releasing`/`released` (or `lost`).
-fn holds_of(history: &PathBuf, lock: &str) -> Vec<(u64, Option<u64>)> {
+fn holds_of(history: &Path, lock: &str) -> Vec<(u64, Option<u64>)> {
     let mut holds: Vec<(u64, Option<u64>)> = Vec::new();
     for e in read_events(history) {
         if e.get("lock") != Some(lock) {
