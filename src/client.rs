@@ -375,7 +375,7 @@ impl Client {
     /// let written = client.get_fenced_value("payouts:total").set(guard.token(), "100").await?;
     /// # Ok(()) })
     /// ```
-    pub fn get_fenced_value(&self, key: impl Into<String>) -> crate::FencedValue {
+    pub fn get_fenced_value(&self, key: impl Into<String>) -> crate::fencing::FencedValue {
         crate::fencing::FencedValue::new(self.clone(), key.into())
     }
 

@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::{Client, RedLock};
+use crate::{multi::RedLock, shared::Client};
 
 /// What an example's body returns: any error fails the example.
 pub type Outcome = Result<(), Box<dyn Error>>;

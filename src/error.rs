@@ -55,7 +55,7 @@ pub enum LockError {
         /// The lock name.
         name: String,
         /// The default owner that holds it or is acquiring it.
-        owner: crate::LockOwner,
+        owner: crate::owner::LockOwner,
     },
     /// A hold this guard had is gone: its lease expired, the key was deleted or force-unlocked,
     /// or the server lost it (restart without persistence, failover).
@@ -482,7 +482,7 @@ mod tests {
     fn a_reentry_refusal_says_how_to_reenter_on_purpose() {
         let e = LockError::Reentry {
             name: "orders".into(),
-            owner: crate::LockOwner::new(42),
+            owner: crate::owner::LockOwner::new(42),
         };
         assert!(e.is_reentry() && !e.is_already_held() && !e.is_connection_error());
         let text = e.to_string();

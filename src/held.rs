@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::Client;
+use crate::shared::Client;
 
 /// One lock hold of this client, as [`Client::holds`] saw it: which lock, which owner, since
 /// when, and how much lease is left.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{forward, Held, Rt};
 use crate::error::Result;
 use crate::raw::{Fenced, LockKind, Read, Write};
-use crate::{LockOwner, LockTtl};
+use crate::{lock::LockTtl, owner::LockOwner};
 
 /// A blocking [`crate::ReadWriteLock`].
 ///
@@ -21,12 +21,12 @@ use crate::{LockOwner, LockTtl};
 /// ```
 #[derive(Clone, Debug)]
 pub struct ReadWriteLock {
-    inner: crate::ReadWriteLock,
+    inner: crate::rwlock::ReadWriteLock,
     rt: Arc<Rt>,
 }
 
 impl ReadWriteLock {
-    pub(super) fn new(inner: crate::ReadWriteLock, rt: Arc<Rt>) -> ReadWriteLock {
+    pub(super) fn new(inner: crate::rwlock::ReadWriteLock, rt: Arc<Rt>) -> ReadWriteLock {
         ReadWriteLock { inner, rt }
     }
 
@@ -54,13 +54,13 @@ impl ReadWriteLock {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Lock<K: LockKind> {
-    inner: crate::Lock<K>,
+    inner: crate::lock::Lock<K>,
     rt: Arc<Rt>,
     owner: Option<LockOwner>,
 }
 
 impl<K: LockKind> Lock<K> {
-    pub(super) fn new(inner: crate::Lock<K>, rt: Arc<Rt>) -> Lock<K> {
+    pub(super) fn new(inner: crate::lock::Lock<K>, rt: Arc<Rt>) -> Lock<K> {
         Lock {
             inner,
             rt,
@@ -78,7 +78,7 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// The async lock underneath, unbound: in async code it acts for the current task.
-    pub fn as_async(&self) -> &crate::Lock<K> {
+    pub fn as_async(&self) -> &crate::lock::Lock<K> {
         &self.inner
     }
 
@@ -96,18 +96,18 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// The async lock bound to this call's owner (computed on the calling thread).
-    pub(super) fn bound(&self) -> crate::Lock<K> {
+    pub(super) fn bound(&self) -> crate::lock::Lock<K> {
         self.inner.with_owner(self.owner())
     }
 
     fn call<T, F: Future<Output = Result<T>>>(
         &self,
-        f: impl FnOnce(crate::Lock<K>) -> F,
+        f: impl FnOnce(crate::lock::Lock<K>) -> F,
     ) -> Result<T> {
         self.rt.block_on(f(self.bound()))?
     }
 
-    fn guard(&self, g: crate::LockGuard<K>) -> LockGuard<K> {
+    fn guard(&self, g: crate::lock::LockGuard<K>) -> LockGuard<K> {
         LockGuard {
             owner: g.owner(),
             token: g.fencing_token(),
@@ -196,7 +196,7 @@ impl Lock<Fenced> {
 /// A held lock; released when dropped (synchronously) or by [`LockGuard::unlock`].
 #[derive(Debug)]
 pub struct LockGuard<K: LockKind> {
-    held: Held<crate::LockGuard<K>>,
+    held: Held<crate::lock::LockGuard<K>>,
     owner: LockOwner,
     token: Option<i64>,
 }

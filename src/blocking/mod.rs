@@ -62,7 +62,7 @@ use std::sync::Arc;
 
 use crate::error::{LockError, Result};
 use crate::raw::{Backoff, Fair, Fenced, NonReentrant, NonReentrantFair, Reentrant, Spin};
-use crate::{ClientStats, Config};
+use crate::{client::ClientStats, config::Config};
 
 /// Blocking methods that run the async method of the same name to completion through the
 /// wrapper's `call` (which hands the closure the async value, bound to the calling thread's
@@ -135,7 +135,7 @@ impl Drop for Rt {
 /// A blocking client: [`crate::Client`] on an internal runtime.
 #[derive(Clone, Debug)]
 pub struct Client {
-    inner: crate::Client,
+    inner: crate::shared::Client,
     rt: Arc<Rt>,
 }
 
@@ -158,12 +158,12 @@ impl Client {
     /// current-thread async runtime.
     pub fn with_config(config: Config) -> Result<Client> {
         let rt = Rt::new()?;
-        let inner = rt.block_on(crate::Client::with_config(config))??;
+        let inner = rt.block_on(crate::shared::Client::with_config(config))??;
         Ok(Client { inner, rt })
     }
 
     /// The async client underneath (for code that has both worlds).
-    pub fn as_async(&self) -> &crate::Client {
+    pub fn as_async(&self) -> &crate::shared::Client {
         &self.inner
     }
 
@@ -179,7 +179,7 @@ impl Client {
 
     /// The lock holds this client has now, oldest first (see
     /// [`Client::holds`](crate::Client::holds)); nothing is sent to Redis.
-    pub fn holds(&self) -> Vec<crate::HeldLock> {
+    pub fn holds(&self) -> Vec<crate::held::HeldLock> {
         self.inner.holds()
     }
 
@@ -190,11 +190,11 @@ impl Client {
     ///
     /// [`LockError::InvalidArgument`] when called inside a current-thread async runtime; else the
     /// holds it could not release are in [`ShutdownReport::unreleased`](crate::ShutdownReport).
-    pub fn shutdown(&self) -> Result<crate::ShutdownReport> {
+    pub fn shutdown(&self) -> Result<crate::shutdown::ShutdownReport> {
         self.rt.block_on(self.inner.shutdown())
     }
 
-    fn wrap<K: crate::LockKind>(&self, inner: crate::Lock<K>) -> Lock<K> {
+    fn wrap<K: crate::raw::LockKind>(&self, inner: crate::lock::Lock<K>) -> Lock<K> {
         Lock::new(inner, self.rt.clone())
     }
 
@@ -272,13 +272,13 @@ trait Release {
     fn release(self) -> impl Future<Output = Result<()>>;
 }
 
-impl<K: crate::LockKind> Release for crate::LockGuard<K> {
+impl<K: crate::raw::LockKind> Release for crate::lock::LockGuard<K> {
     fn release(self) -> impl Future<Output = Result<()>> {
         self.unlock()
     }
 }
 
-impl Release for crate::MultiLockGuard {
+impl Release for crate::multi::MultiLockGuard {
     fn release(self) -> impl Future<Output = Result<()>> {
         self.unlock()
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::{forward, Held, Lock, Rt};
 use crate::error::{LockError, Result};
+use crate::multi::{All, Majority, QuorumPolicy};
 use crate::raw::LockKind;
-use crate::{All, Majority, QuorumPolicy};
 
 /// A member of a blocking [`MultiLock`]: a blocking [`Lock`] of any kind (see
 /// [`crate::MemberLock`]). Every blocking `Lock<K>` converts into one.
@@ -27,7 +27,7 @@ use crate::{All, Majority, QuorumPolicy};
 pub struct MemberLock {
     name: Arc<str>,
     /// The async member, bound to its owner (or the calling thread's) when called.
-    bound: Arc<dyn Fn() -> crate::MemberLock + Send + Sync>,
+    bound: Arc<dyn Fn() -> crate::multi::MemberLock + Send + Sync>,
     rt: Arc<Rt>,
 }
 
@@ -44,7 +44,7 @@ impl<K: LockKind> From<Lock<K>> for MemberLock {
         MemberLock {
             name: Arc::from(lock.name()),
             rt: lock.runtime().clone(),
-            bound: Arc::new(move || crate::MemberLock::from(lock.bound())),
+            bound: Arc::new(move || crate::multi::MemberLock::from(lock.bound())),
         }
     }
 }
@@ -164,16 +164,17 @@ impl<P: QuorumPolicy> MultiLock<P> {
     /// The async multi-lock, every member bound to its owner on the calling thread.
     fn call<T, F: Future<Output = Result<T>>>(
         &self,
-        f: impl FnOnce(crate::MultiLock<P>) -> F,
+        f: impl FnOnce(crate::multi::MultiLock<P>) -> F,
     ) -> Result<T> {
-        let mut multi = crate::MultiLock::<P>::new(self.members.iter().map(|m| (m.bound)()))?;
+        let mut multi =
+            crate::multi::MultiLock::<P>::new(self.members.iter().map(|m| (m.bound)()))?;
         if let Some(t) = self.node_timeout {
             multi = multi.with_node_timeout(t);
         }
         self.rt.block_on(f(multi))?
     }
 
-    fn guard(&self, g: crate::MultiLockGuard) -> MultiLockGuard {
+    fn guard(&self, g: crate::multi::MultiLockGuard) -> MultiLockGuard {
         MultiLockGuard {
             held: Held::new(g, self.rt.clone()),
         }
@@ -244,11 +245,11 @@ impl<P: QuorumPolicy> MultiLock<P> {
 /// (synchronously) or by [`MultiLockGuard::unlock`]. See [`crate::MultiLockGuard`].
 #[derive(Debug)]
 pub struct MultiLockGuard {
-    held: Held<crate::MultiLockGuard>,
+    held: Held<crate::multi::MultiLockGuard>,
 }
 
 impl MultiLockGuard {
-    fn get(&self) -> Option<&crate::MultiLockGuard> {
+    fn get(&self) -> Option<&crate::multi::MultiLockGuard> {
         self.held.get()
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{forward, Rt};
 use crate::error::Result;
-use crate::{KeyTtl, PermitId};
+use crate::sync::{KeyTtl, PermitId, RateLimiterConfig};
 
 /// A blocking wrapper type of the async synchronizer of the same name, with what they all
 /// share: the name, the async value, and Redisson's `RExpirable` trio.
@@ -236,12 +236,12 @@ impl PermitExpirableSemaphore {
 /// ```
 #[derive(Clone, Debug)]
 pub struct RateLimiter {
-    inner: crate::RateLimiter,
+    inner: crate::sync::RateLimiter,
     rt: Arc<Rt>,
 }
 
 impl RateLimiter {
-    pub(super) fn new(inner: crate::RateLimiter, rt: Arc<Rt>) -> RateLimiter {
+    pub(super) fn new(inner: crate::sync::RateLimiter, rt: Arc<Rt>) -> RateLimiter {
         RateLimiter { inner, rt }
     }
 
@@ -251,24 +251,24 @@ impl RateLimiter {
     }
 
     /// The async value underneath (for code that has both worlds).
-    pub fn as_async(&self) -> &crate::RateLimiter {
+    pub fn as_async(&self) -> &crate::sync::RateLimiter {
         &self.inner
     }
 
     fn call<T, F: Future<Output = Result<T>>>(
         &self,
-        f: impl FnOnce(crate::RateLimiter) -> F,
+        f: impl FnOnce(crate::sync::RateLimiter) -> F,
     ) -> Result<T> {
         self.rt.block_on(f(self.inner.clone()))?
     }
 
     forward! { "crate::RateLimiter":
         /// Sets the rate if none is set (Redisson's `trySetRate`): `true` when it was set.
-        fn try_set_rate(&self, config: crate::RateLimiterConfig) -> bool;
+        fn try_set_rate(&self, config: RateLimiterConfig) -> bool;
         /// Sets the rate, starting a new window (Redisson's `setRate`).
-        fn set_rate(&self, config: crate::RateLimiterConfig) -> ();
+        fn set_rate(&self, config: RateLimiterConfig) -> ();
         /// The rate set, if any (Redisson's `getConfig`).
-        fn config(&self) -> Option<crate::RateLimiterConfig>;
+        fn config(&self) -> Option<RateLimiterConfig>;
         /// The permits left in the current window (Redisson's `availablePermits`).
         fn available_permits(&self) -> i64;
         /// Takes one permit, waiting as long as it takes (Redisson's `acquire`).

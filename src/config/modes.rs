@@ -73,7 +73,7 @@ impl std::fmt::Debug for SentinelAuth {
     }
 }
 
-impl crate::Config {
+impl super::Config {
     /// A client that only reads (default `false`): connecting skips the checks that the user may
     /// load and run scripts (`SCRIPT LOAD`, `EVALSHA`), the scripts' preload and the `WAIT` /
     /// `WAITAOF` probes of replica sync (nothing is written to confirm), so a user

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::Lock;
-use crate::error::{from_script, Result};
+use crate::error::{from_script, LockError, Result};
 use crate::owner::LockOwner;
 use crate::raw::LockKind;
 
@@ -206,7 +206,7 @@ impl Lock<crate::raw::Fenced> {
             .map_err(|e| from_script("fenced", &key, e))?;
         value
             .map(|v| {
-                v.parse().map_err(|_| crate::LockError::UnexpectedReply {
+                v.parse().map_err(|_| LockError::UnexpectedReply {
                     key: key.clone(),
                     reply: format!("{v:?}"),
                 })

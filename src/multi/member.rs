@@ -11,9 +11,9 @@ use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 
 use crate::error::Result;
+use crate::lock::{Lock, LockGuard};
 use crate::raw::LockKind;
 use crate::shared::Client;
-use crate::{Lock, LockGuard};
 
 /// One member of a [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): a
 /// [`Lock`] of any kind. Every `Lock<K>` converts into one (`From`), so a list of one kind is

@@ -9,14 +9,6 @@ use redisson_lock::{Client, Config};
 
 use crate::support::cluster::{wait_until, Node, TestCluster};
 
-fn slot(cluster: &TestCluster, key: &str) -> u16 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut cluster.nodes[0].conn())
-        .unwrap()
-}
-
 fn id(node: &Node) -> String {
     redis::cmd("CLUSTER")
         .arg("MYID")
@@ -76,7 +68,7 @@ async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
         .await
         .unwrap();
     let before = client.stats().redirections;
-    let to = cluster.move_slot(slot(&cluster, name));
+    let to = cluster.move_slot(cluster.keyslot(name));
     let guard = client.get_lock(name).lock().await.unwrap();
     let new_master = cluster.nodes.iter().find(|n| n.port == to).unwrap();
     assert!(on(new_master, name), "the lock is on the slot's new master");
@@ -89,7 +81,7 @@ async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
 
     // ASK: the slot is being migrated and the key is not on the source any more.
     let name = "route-ask";
-    let s = slot(&cluster, name);
+    let s = cluster.keyslot(name);
     client
         .get_lock(name)
         .lock()
@@ -168,7 +160,7 @@ async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
 
     // Failover: the master of a lock's slot is killed and its replica takes over.
     let name = "route-failover";
-    let s = slot(&cluster, name);
+    let s = cluster.keyslot(name);
     client
         .get_lock(name)
         .lock()

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
-use crate::support::cluster::{wait_until, Node, TestCluster, TestSentinel, MASTER_NAME};
+use crate::support::cluster::{
+    ask_failover, wait_until, Node, TestCluster, TestSentinel, MASTER_NAME,
+};
 
 /// How soon after the switch the loss must be reported: generous for a loaded machine, far
 /// below the watchdog's 30 s period.
@@ -130,14 +132,7 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
             .unwrap()
             .get_connection_with_timeout(Duration::from_secs(2))
             .unwrap();
-        let asked = wait_until(Duration::from_secs(30), || {
-            redis::cmd("SENTINEL")
-                .arg("FAILOVER")
-                .arg(MASTER_NAME)
-                .query::<()>(&mut sentinel)
-                .is_ok()
-        });
-        assert!(asked, "SENTINEL FAILOVER accepted");
+        ask_failover(&mut sentinel);
         let promoted = wait_until(Duration::from_secs(30), || {
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
@@ -199,11 +194,7 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
     let polls = slots_polls(&cluster);
 
     // The hold reaches the replica, then the replica alone loses it.
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg("fa-c")
-        .query(&mut cluster.nodes[0].conn())
-        .unwrap();
+    let slot = cluster.keyslot("fa-c");
     let master = cluster.master_of(slot);
     let replica = replica_of(&cluster, master);
     let mut m = master.conn();

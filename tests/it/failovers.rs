@@ -37,7 +37,9 @@ use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 
 use crate::support::checker::{self, holder_bin, mono_ns, read_events, Fault, Holder, Report};
-use crate::support::cluster::{wait_until, Node, TestCluster, TestSentinel, MASTER_NAME};
+use crate::support::cluster::{
+    ask_failover, wait_until, Node, TestCluster, TestSentinel, MASTER_NAME,
+};
 use crate::support::TestServer;
 
 /// How soon after the switch a group with awareness must report a hold the new master lacks:
@@ -693,14 +695,7 @@ pub async fn sentinel_round(
             match kind {
                 "sentinel-failover" => {
                     let mut sentinel = s_conn(&addrs[0]);
-                    let asked = wait_until(Duration::from_secs(30), || {
-                        redis::cmd("SENTINEL")
-                            .arg("FAILOVER")
-                            .arg(MASTER_NAME)
-                            .query::<()>(&mut sentinel)
-                            .is_ok()
-                    });
-                    assert!(asked, "SENTINEL FAILOVER accepted");
+                    ask_failover(&mut sentinel);
                     last_failover = Some(Instant::now());
                 }
                 "sentinel-kill" => {
@@ -844,16 +839,9 @@ pub async fn cluster_round(
         let groups = owned;
         let mut cluster = TestCluster::start(1);
         let mut rng = StdRng::seed_from_u64(seed);
-        let slot_of = |key: &str| -> u16 {
-            redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(key)
-                .query(&mut cluster.nodes[0].conn())
-                .unwrap()
-        };
-        let slot = slot_of(&groups[0].lock);
+        let slot = cluster.keyslot(&groups[0].lock);
         assert!(
-            groups.iter().all(|g| slot_of(&g.lock) == slot),
+            groups.iter().all(|g| cluster.keyslot(&g.lock) == slot),
             "the groups' locks share one slot"
         );
         let mut m = cluster

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::redisson::{queue_key, timeout_key};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -17,14 +18,6 @@ const WAIT: Duration = Duration::from_secs(10);
 const QUIET: Duration = Duration::from_millis(300);
 /// A field a crashed Java client left behind.
 const DEAD: &str = "0badc0de-dead-4bad-8bad-00000000dead:77";
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeout_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
-}
 
 /// The channel of one waiter: `redisson_lock__channel:{<name>}:<uuid>:<id>`.
 fn waiter_channel(name: &str, field: &str) -> String {

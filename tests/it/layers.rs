@@ -26,16 +26,51 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The source without comments (doc links such as ``[`x`](crate::Config)`` are no uses).
+/// The source without comments and literals: doc links such as ``[`x`](crate::Config)`` and the
+/// doc strings that macros build (`"crate::Lock"`) are no uses.
 fn code(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).expect("read source");
-    text.lines()
-        .map(|l| match l.find("//") {
-            Some(i) => &l[..i],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    strip(&std::fs::read_to_string(path).expect("read source"))
+}
+
+/// `text` with its comments, strings (raw ones too) and char literals cut out, line breaks kept.
+fn strip(text: &str) -> String {
+    let s: Vec<char> = text.chars().collect();
+    let at = |i: usize| s.get(i).copied().unwrap_or(' ');
+    // The end of a literal from `i`, its opening quote, closed by `close` (escapes unless raw).
+    let end = |mut i: usize, close: &str, raw: bool| {
+        let close: Vec<char> = close.chars().collect();
+        i += 1;
+        while i < s.len() && !s[i..].starts_with(&close) {
+            i += if !raw && s[i] == '\\' { 2 } else { 1 };
+        }
+        i + close.len()
+    };
+    let (mut out, mut i) = (String::new(), 0);
+    while i < s.len() {
+        let hashes = s[i + 1..].iter().take_while(|c| **c == '#').count();
+        let raw = s[i] == 'r' && at(i + 1 + hashes) == '"';
+        let next = match (s[i], at(i + 1)) {
+            ('/', '/') => (i..s.len()).find(|&j| s[j] == '\n').unwrap_or(s.len()),
+            ('/', '*') => s[i..]
+                .windows(2)
+                .position(|w| w == ['*', '/'])
+                .map_or(s.len(), |p| i + p + 2),
+            _ if raw && (i == 0 || !(at(i - 1).is_alphanumeric() || at(i - 1) == '_')) => {
+                end(i + 1 + hashes, &format!("\"{}", "#".repeat(hashes)), true)
+            }
+            ('"', _) => end(i, "\"", false),
+            ('\'', '\\') => end(i, "'", false),
+            ('\'', _) if at(i + 2) == '\'' => i + 3,
+            (c, _) => {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+        };
+        out.extend(s[i..next.min(s.len())].iter().filter(|c| **c == '\n'));
+        i = next;
+    }
+    out
 }
 
 /// The first path segments that follow `crate::` (not `$crate::`), including each item of a
@@ -87,26 +122,6 @@ fn crate_uses(code: &str) -> BTreeSet<String> {
     found
 }
 
-/// `name -> module` for what `lib.rs` re-exports (`pub use module::{A, B};`).
-fn reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    for item in lib.split(';') {
-        let item = item.trim();
-        let Some(path) = item.strip_prefix("pub use ") else {
-            continue;
-        };
-        let Some((module, names)) = path.split_once("::") else {
-            continue;
-        };
-        for name in names.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-            if !name.is_empty() {
-                map.insert(name.to_owned(), module.trim().to_owned());
-            }
-        }
-    }
-    map
-}
-
 /// The module a file belongs to: `src/conn/batch.rs` -> `conn`, `src/error.rs` -> `error`.
 fn module_of(base: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(base).expect("under base");
@@ -115,8 +130,10 @@ fn module_of(base: &Path, file: &Path) -> String {
     name.trim_end_matches(".rs").to_owned()
 }
 
-/// Uses between the modules of `base` (files right under it, or in one folder per module).
-fn graph(base: &Path, skip: &[&str], aliases: &BTreeMap<String, String>) -> Graph {
+/// Uses between the modules of `base` (files right under it, or in one folder per module), and
+/// each `crate::` use that names no module (`file: crate::Name`): a crate-root item or
+/// re-export, which hides the module it comes from.
+fn graph(base: &Path, skip: &[&str]) -> (Graph, Vec<String>) {
     let mut files = Vec::new();
     rust_files(base, &mut files);
     let modules: BTreeSet<String> = files
@@ -128,19 +145,22 @@ fn graph(base: &Path, skip: &[&str], aliases: &BTreeMap<String, String>) -> Grap
         .iter()
         .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
+    let mut roots = Vec::new();
     for file in &files {
         let from = module_of(base, file);
         if skip.contains(&from.as_str()) {
             continue;
         }
         for used in crate_uses(&code(file)) {
-            let to = aliases.get(&used).cloned().unwrap_or(used);
-            if to != from && modules.contains(&to) {
-                g.get_mut(&from).expect("known module").insert(to);
+            if !modules.contains(&used) {
+                let rel = file.strip_prefix(base).expect("under base").display();
+                roots.push(format!("{rel}: crate::{used}"));
+            } else if used != from {
+                g.get_mut(&from).expect("known module").insert(used);
             }
         }
     }
-    g
+    (g, roots)
 }
 
 /// A cycle of `g`, if it has one (depth-first search, colours).
@@ -223,8 +243,12 @@ fn layers(known: &BTreeSet<String>) -> BTreeMap<String, usize> {
 #[test]
 fn library_modules_only_use_modules_below_them() {
     let src = root().join("src");
-    let lib = code(&src.join("lib.rs"));
-    let g = graph(&src, &["lib", "bin"], &reexports(&lib));
+    let (g, roots) = graph(&src, &["lib", "bin"]);
+    assert!(
+        roots.is_empty(),
+        "crate-root names, which hide the module they come from (name it: \
+         `crate::error::LockError`, not `crate::LockError`): {roots:#?}"
+    );
     assert!(
         g.contains_key("conn") && g.contains_key("error"),
         "modules found: {g:?}"
@@ -259,7 +283,7 @@ fn library_modules_only_use_modules_below_them() {
 #[test]
 fn cli_modules_form_no_cycle() {
     let cli = root().join("src/bin/redisson-lock");
-    let g = graph(&cli, &["main"], &BTreeMap::new());
+    let (g, _) = graph(&cli, &["main"]);
     assert!(
         g.contains_key("inspect") && g.contains_key("render"),
         "modules found: {g:?}"
@@ -283,6 +307,15 @@ fn the_use_reader_sees_groups_and_ignores_comments_and_macros() {
     let file = dir.join("x.rs");
     std::fs::write(&file, "/// [`A`](crate::k::A)\nfn f() {} // crate::l\n").expect("write");
     assert!(crate_uses(&code(&file)).is_empty());
+    let literals =
+        "f(\"crate::m \\\"\", r#\"\"crate::n\"#, '\"', '\\'', b'x') /* crate::o */ crate::P";
+    let expected: BTreeSet<String> = ["P".to_owned()].into();
+    assert_eq!(
+        crate_uses(&strip(literals)),
+        expected,
+        "{}",
+        strip(literals)
+    );
     let mut g = Graph::new();
     g.insert("a".into(), ["b".to_owned()].into());
     g.insert("b".into(), ["a".to_owned()].into());
@@ -295,7 +328,7 @@ fn the_use_reader_sees_groups_and_ignores_comments_and_macros() {
 fn bench_modules_form_no_cycle() {
     // The bench crate (benches/src) keeps the same rule among its own modules.
     let bench = root().join("benches/src");
-    let g = graph(&bench, &["main"], &BTreeMap::new());
+    let (g, _) = graph(&bench, &["main"]);
     assert!(
         g.contains_key("workloads") && g.contains_key("contend"),
         "modules found: {g:?}"

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::redisson::{queue_key, timeout_key};
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -13,14 +14,6 @@ use redisson_lock::{LockError, LockKind, LockOwner};
 
 /// Generous bound for anything event-driven.
 const WAIT: Duration = Duration::from_secs(10);
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{{{name}}}")
-}
-
-fn timeout_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{{{name}}}")
-}
 
 /// The holder's three ways of acquiring again are refused with `AlreadyHeld` naming the lock
 /// and the holder's field, and none of them touches the hash: the count stays 1 and the PTTL

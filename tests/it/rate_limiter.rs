@@ -4,8 +4,9 @@
 //! The Java tier (`tests/it/java/rate_limiter.rs`) shares a limiter with real Redisson.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use crate::support::redisson::now_ms;
 use crate::support::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -13,13 +14,6 @@ use redisson_lock::{LockError, RateType};
 
 /// Generous bound for a wait that should end much sooner.
 const WAIT: Duration = Duration::from_secs(20);
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
 
 /// The takes in a permits ZSET: (id length, permits, score), read as Redisson's
 /// `struct.unpack('Bc0I', member)` does (little-endian on every server we run).

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::cluster::{wait_until, TestSentinel, MASTER_NAME};
+use crate::support::cluster::{ask_failover, wait_until, TestSentinel, MASTER_NAME};
 use crate::support::{finished, held_for_a_minute, subscribed};
 use redis::Commands;
 use redisson_lock::{Client, Config};
@@ -206,14 +206,7 @@ async fn a_client_without_awareness_follows_the_switch() {
         .query(&mut old)
         .unwrap();
     let mut sentinel = s.sentinels[0].conn();
-    let asked = wait_until(Duration::from_secs(30), || {
-        redis::cmd("SENTINEL")
-            .arg("FAILOVER")
-            .arg(MASTER_NAME)
-            .query::<()>(&mut sentinel)
-            .is_ok()
-    });
-    assert!(asked, "SENTINEL FAILOVER accepted");
+    ask_failover(&mut sentinel);
     assert!(
         wait_until(Duration::from_secs(60), || s.master_port()
             == Some(s.replica.port)),

@@ -8,13 +8,7 @@ use crate::support::cluster::{Node, TestCluster};
 
 /// The master serving `key` and its replica.
 fn master_and_replica<'c>(cluster: &'c TestCluster, key: &str) -> (&'c Node, &'c Node) {
-    let mut c = cluster.nodes[0].conn();
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut c)
-        .unwrap();
-    let master = cluster.master_of(slot);
+    let master = cluster.master_of(cluster.keyslot(key));
     let replica = cluster
         .nodes
         .iter()

@@ -526,15 +526,6 @@ fn pause(port: u16, on: bool) {
     let _: () = c.query(&mut conn(port)).unwrap();
 }
 
-/// The hash slot of `key`.
-fn slot_of(cluster: &TestCluster, key: &str) -> u16 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut cluster.nodes[0].conn())
-        .unwrap()
-}
-
 /// 24 fresh acquires of one slot's locks meet `MOVED` (the slot given to another master while
 /// they wait) or `ASK` (the slot migrating to it, until the migration ends); every one must
 /// succeed on the new master with exactly its hold. So that the batch is the first to meet
@@ -558,14 +549,14 @@ async fn redirected_cell(cluster: &TestCluster, ask: bool, batching: bool) {
     )
     .await
     .unwrap();
-    let slot = slot_of(cluster, &tag);
+    let slot = cluster.keyslot(&tag);
     let from = cluster.master_of(slot).port;
     let masters: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
     let to = *masters.iter().find(|p| **p != from).unwrap();
     let third = *masters.iter().find(|p| **p != from && **p != to).unwrap();
     let blocker_tag = (0..)
         .map(|i| format!("blk{i}"))
-        .find(|t| cluster.master_of(slot_of(cluster, t)).port == third)
+        .find(|t| cluster.master_of(cluster.keyslot(t)).port == third)
         .unwrap();
     let id = |port: u16| -> String {
         redis::cmd("CLUSTER")

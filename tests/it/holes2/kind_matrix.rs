@@ -31,7 +31,7 @@ use redisson_lock::{
 use tokio::task::JoinHandle;
 
 use crate::java::{peers, JavaPeer};
-use crate::support::redisson::{calls, reset_stats, tagged};
+use crate::support::redisson::{calls, queue_key, reset_stats, tagged, timeout_key};
 use crate::support::*;
 
 /// Generous bound for anything event-driven (a woken waiter, a cleaned-up key).
@@ -200,14 +200,6 @@ fn retype<A: LockKind, B: LockKind>(k: Kind<A>) -> Kind<B> {
 
 async fn hash(raw: &mut MultiplexedConnection, name: &str) -> HashMap<String, String> {
     raw.hgetall(name).await.unwrap()
-}
-
-fn queue_key(name: &str) -> String {
-    format!("redisson_lock_queue:{}", tagged(name))
-}
-
-fn timeout_key(name: &str) -> String {
-    format!("redisson_lock_timeout:{}", tagged(name))
 }
 
 async fn queue(raw: &mut MultiplexedConnection, name: &str) -> Vec<String> {

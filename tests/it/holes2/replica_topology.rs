@@ -309,12 +309,7 @@ async fn cluster_replica_joins_a_shard_then_dies() {
         .unwrap();
     let tag = "cl";
     write(&client, &format!("{{{tag}}}:first")).await.unwrap();
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(tag)
-        .query(&mut cluster.nodes[0].conn())
-        .unwrap();
-    let master = cluster.master_of(slot).port;
+    let master = cluster.master_of(cluster.keyslot(tag)).port;
     let master_id: String = redis::cmd("CLUSTER")
         .arg("MYID")
         .query(&mut conn(master))
@@ -368,14 +363,7 @@ async fn cluster_replica_joins_a_shard_then_dies() {
     // kept after the shortfall would still be fresh for the writes that follow.
     let tag = (0..)
         .map(|i| format!("cl{i}"))
-        .find(|t| {
-            let slot: u16 = redis::cmd("CLUSTER")
-                .arg("KEYSLOT")
-                .arg(t)
-                .query(&mut conn(master))
-                .unwrap();
-            cluster.master_of(slot).port == master
-        })
+        .find(|t| cluster.master_of(cluster.keyslot(t)).port == master)
         .unwrap();
     write(&client, &format!("{{{tag}}}:first")).await.unwrap();
     replica.kill();

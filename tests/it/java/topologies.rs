@@ -77,22 +77,12 @@ async fn rust_parked(url: &str, what: &str) {
     );
 }
 
-/// The cluster slot of `key` (`CLUSTER KEYSLOT`).
-async fn keyslot(cluster: &TestCluster, key: &str) -> u16 {
-    redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query_async(&mut node(&cluster.nodes[0].url()).await)
-        .await
-        .unwrap()
-}
-
 /// One lock name per master for `tag`: names on every shard.
 async fn names_on_every_master(cluster: &TestCluster, tag: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for i in 0.. {
         let name = format!("ict:{tag}:{i}");
-        let master = cluster.master_of(keyslot(cluster, &name).await).url();
+        let master = cluster.master_of(cluster.keyslot(&name)).url();
         if !out.iter().any(|(_, m)| *m == master) {
             out.push((name, master));
         }

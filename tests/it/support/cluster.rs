@@ -244,6 +244,16 @@ impl TestCluster {
         self.nodes.iter().map(Node::url).collect()
     }
 
+    /// The hash slot of `key` (`CLUSTER KEYSLOT` on the first node).
+    pub fn keyslot(&self, key: &str) -> u16 {
+        let mut c = self.nodes[0].conn();
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut c)
+            .unwrap()
+    }
+
     /// The node currently serving `slot` as master.
     pub fn master_of(&self, slot: u16) -> &Node {
         let mut c = self.nodes[0].conn();
@@ -356,6 +366,19 @@ pub struct TestSentinel {
 }
 
 pub const MASTER_NAME: &str = "mymaster";
+
+/// Asks the sentinel on `sentinel` for a failover of [`MASTER_NAME`], again while it refuses
+/// (its peers do not yet count the replica as good), for up to 30 s; panics if it never accepts.
+pub fn ask_failover(sentinel: &mut redis::Connection) {
+    let asked = wait_until(Duration::from_secs(30), || {
+        redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER_NAME)
+            .query::<()>(sentinel)
+            .is_ok()
+    });
+    assert!(asked, "SENTINEL FAILOVER accepted");
+}
 
 impl TestSentinel {
     pub fn start() -> TestSentinel {

@@ -13,7 +13,7 @@ pub mod tls;
 pub mod waiters;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,24 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("no free loopback port")
+}
+
+/// `cmd` with the arguments of every test server (`TestServer`'s and the netns `NetServer`'s):
+/// `port` on `bind`, no persistence, `dir`, `DEBUG` allowed.
+pub fn server_args<'c>(cmd: &'c mut Command, port: u16, bind: &str, dir: &Path) -> &'c mut Command {
+    let port = port.to_string();
+    cmd.args([
+        "--port",
+        &port,
+        "--bind",
+        bind,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])
+    .args(["--enable-debug-command", "yes", "--dir"])
+    .arg(dir)
 }
 
 /// One real redis-server.
@@ -117,18 +135,7 @@ impl TestServer {
         for _ in 0..5 {
             let mut cmd = Command::new(&self.bin);
             cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
-            cmd.arg("--port")
-                .arg(port.to_string())
-                .arg("--bind")
-                .arg("127.0.0.1")
-                .arg("--save")
-                .arg("")
-                .arg("--appendonly")
-                .arg("no")
-                .arg("--dir")
-                .arg(self.dir.path())
-                .arg("--enable-debug-command")
-                .arg("yes")
+            server_args(&mut cmd, port, "127.0.0.1", self.dir.path())
                 .args(&self.extra)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());

@@ -550,20 +550,8 @@ impl NetServer {
         super::family();
         let ip4 = self.node.ip().to_string();
         let mut cmd = Command::new(super::redis_server_bin());
-        cmd.arg("--port")
-            .arg(SERVER_PORT.to_string())
-            .arg("--bind")
-            .arg(&ip4)
-            .arg("--protected-mode")
-            .arg("no")
-            .arg("--save")
-            .arg("")
-            .arg("--appendonly")
-            .arg("no")
-            .arg("--dir")
-            .arg(self.dir.path())
-            .arg("--enable-debug-command")
-            .arg("yes")
+        super::server_args(&mut cmd, SERVER_PORT, &ip4, self.dir.path())
+            .args(["--protected-mode", "no"])
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());

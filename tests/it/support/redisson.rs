@@ -74,6 +74,16 @@ pub fn tagged(name: &str) -> String {
     }
 }
 
+/// The fair lock's queue of `name` (`redisson_lock_queue:{name}`).
+pub fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{}", tagged(name))
+}
+
+/// The fair lock's waiter deadlines of `name` (`redisson_lock_timeout:{name}`).
+pub fn timeout_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{}", tagged(name))
+}
+
 /// Redisson's channel rule for `name`.
 pub fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{}", tagged(name))
