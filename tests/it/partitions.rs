@@ -261,9 +261,14 @@ async fn redlock_with_one_node_cut_is_taken_on_the_majority_and_exclusive() {
     guard.unlock().await.unwrap();
     net.heal(&nodes[0]);
     assert!(
-        eventually(BOUND, || async { holding(&servers, name).await.is_empty() }).await,
+        eventually(BOUND, || async {
+            // Just after the heal the first connection to the healed node may time out (seen
+            // on a loaded machine): asked again, not failed.
+            matches!(try_holding(&servers, name).await, Ok(v) if v.is_empty())
+        })
+        .await,
         "member keys left behind: {:?}",
-        holding(&servers, name).await
+        try_holding(&servers, name).await
     );
     let g = rival
         .try_lock_with_lease(Duration::from_secs(5), lease)
@@ -290,13 +295,19 @@ async fn redlock(servers: &[NetServer], name: &str) -> RedLock {
 
 /// Which of `servers` hold key `name` now.
 async fn holding(servers: &[NetServer], name: &str) -> Vec<usize> {
+    try_holding(servers, name).await.unwrap()
+}
+
+/// [`holding`], or the first error reaching a server.
+async fn try_holding(servers: &[NetServer], name: &str) -> redis::RedisResult<Vec<usize>> {
     let mut v = Vec::new();
     for (i, s) in servers.iter().enumerate() {
-        if s.conn().await.exists::<_, bool>(name).await.unwrap() {
+        let mut conn = s.raw().get_multiplexed_async_connection().await?;
+        if conn.exists::<_, bool>(name).await? {
             v.push(i);
         }
     }
-    v
+    Ok(v)
 }
 
 /// The holders of a [`partition_round`].

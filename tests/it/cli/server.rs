@@ -6,25 +6,34 @@ use crate::cli::*;
 use crate::support::*;
 use serde_json::Value;
 
-/// `redis_version` of the server, as `INFO server` says it.
-async fn version(server: &TestServer) -> String {
+/// The server's name and version as `INFO server` says them: `server_name` (Valkey) or
+/// `redis`, and that name's `<name>_version` (`valkey_version`) or `redis_version`.
+async fn identity(server: &TestServer) -> (String, String) {
     let mut raw = server.conn().await;
     let info: String = redis::cmd("INFO")
         .arg("server")
         .query_async(&mut raw)
         .await
         .unwrap();
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("redis_version:"))
-        .unwrap()
-        .to_owned()
+    let field = |k: &str| {
+        info.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{k}:")[..])
+                .map(str::to_owned)
+        })
+    };
+    let name = field("server_name").unwrap_or_else(|| "redis".to_owned());
+    let version = field(&format!("{name}_version"))
+        .or_else(|| field("redis_version"))
+        .unwrap();
+    (name, version)
 }
 
-fn assert_names(v: &Value, port: u16, version: &str) {
+fn assert_names(v: &Value, port: u16, (name, version): &(String, String)) {
     let s = &v["server"];
     assert_eq!(s["address"], format!("127.0.0.1:{port}"), "{v}");
-    assert_eq!(s["version"], version, "{v}");
-    assert_eq!(s["name"], "redis", "{v}");
+    assert_eq!(s["version"], version.as_str(), "{v}");
+    assert_eq!(s["name"], name.as_str(), "{v}");
     assert_eq!(s["role"], "master", "{v}");
     assert_eq!(s["topology"], "standalone", "{v}");
     assert_eq!(s["default_url"], false, "{v}");
@@ -34,10 +43,13 @@ fn assert_names(v: &Value, port: u16, version: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_output_text_and_json_names_the_server_it_read() {
     let (server, client) = with_client().await;
-    let version = version(&server).await;
+    let version = identity(&server).await;
     let port = server.port;
     let _guard = client.get_lock("cli:where").lock().await.unwrap();
-    let line = format!("server: redis {version} master at 127.0.0.1:{port} (standalone)");
+    let line = format!(
+        "server: {} {} master at 127.0.0.1:{port} (standalone)",
+        version.0, version.1
+    );
     let commands: [&[&str]; 8] = [
         &["inspect", "cli:where"],
         &["list"],

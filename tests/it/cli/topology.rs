@@ -70,7 +70,8 @@ async fn works_on_a_cluster_and_through_sentinel() {
     assert_eq!(masters.len(), 3, "{last}");
     for m in masters {
         assert_eq!(m["role"], "master", "{last}");
-        assert_eq!(m["name"], "redis", "{last}");
+        let name = if is_valkey() { "valkey" } else { "redis" };
+        assert_eq!(m["name"], name, "{last}");
         let port = m["address"].as_str().unwrap().rsplit(':').next().unwrap();
         assert!(seeds.contains(&format!(":{port}")), "{last}");
     }
