@@ -1,28 +1,38 @@
 //! Passwords out of URLs, for messages and `Debug`: parsed with the `url` crate, so an odd URL
 //! (an `@` inside the password, a query, IPv6 brackets, no scheme) is read as redis-rs reads it.
 
-/// `url` with its user and password replaced by `***` (`redis://***@host:port/db`). A URL that
-/// does not parse, but has an `@` after its scheme, has everything between the scheme and that
-/// last `@` hidden instead: unreadable input is never shown with its secret.
+/// `url` with its user and password replaced by `***` (`redis://***@host:port/db`). A URL
+/// whose credentials the parse did not find where an `@` says they are (it does not parse: a
+/// bad port, a stray character; or it parses as something else: `redis:/u:pw@h` as a path,
+/// `redis://u:12/pw@h` as host `u`, port 12 and a path) has everything between its scheme and
+/// its last `@` hidden instead: input read another way is never shown with its secret.
 #[doc(hidden)]
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+    if let Ok(mut parsed) = url::Url::parse(url) {
+        let credentials = !parsed.username().is_empty() || parsed.password().is_some();
+        if credentials && !parsed.path().contains('@') {
             // Both setters only fail on URLs that cannot carry credentials (`mailto:`), which
             // have none to hide.
             let _ = parsed.set_password(None);
             let _ = parsed.set_username("");
             let text = parsed.to_string();
-            match text.find("://") {
+            return match text.find("://") {
                 Some(s) => format!("{}***@{}", &text[..s + 3], &text[s + 3..]),
                 None => text,
+            };
+        }
+    }
+    // Not parsed, parsed without credentials, or with an `@` left in the path (a password
+    // holding `@` and `/`): hide up to the last `@`, which ends any userinfo however read.
+    match url.rfind('@') {
+        None => url.to_owned(),
+        Some(at) => {
+            let start = url.find("://").map_or(0, |s| s + 3);
+            match at >= start {
+                true => format!("{}***{}", &url[..start], &url[at..]),
+                false => format!("***{}", &url[at..]),
             }
         }
-        Ok(_) => url.to_owned(),
-        Err(_) => match (url.find("://"), url.rfind('@')) {
-            (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-            _ => url.to_owned(),
-        },
     }
 }
 

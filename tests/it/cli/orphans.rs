@@ -108,6 +108,18 @@ async fn orphans_are_the_locks_of_dead_clients_and_wide_shows_the_live_holders_c
     assert!(rows[0].contains("orphan") && rows[0].ends_with("cli-orph:dead"));
     assert!(text.stderr.contains("1 orphan lock(s)"), "{}", text.stderr);
 
+    // Without --wide or --orphans: both locks, as the plain list shows them (no liveness, no
+    // connection column).
+    let (_, plain) = listing(&target, &["cli-orph*"]).await;
+    assert_eq!(names(&plain), ["cli-orph:dead", "cli-orph:live"]);
+    for e in &plain {
+        assert!(e.get("liveness").is_none(), "{e}");
+    }
+    let text = cli(&args(&server, &["list", "cli-orph*"])).await;
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let header = text.stdout.lines().nth(1).unwrap();
+    assert!(!header.contains("CONN"), "{header}");
+
     // --wide: both, the live holder with its connection and TTL, the dead one with none.
     let (_, all) = listing(&target, &["--wide", "cli-orph*"]).await;
     assert_eq!(names(&all), ["cli-orph:dead", "cli-orph:live"]);

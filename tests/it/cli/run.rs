@@ -167,3 +167,106 @@ async fn run_reports_a_lost_hold_and_kill_on_lost_stops_the_command() {
     assert_eq!(out.status.code(), Some(76), "{stderr}");
     assert!(stderr.contains("lost the hold of `cli:run`"), "{stderr}");
 }
+
+/// The flag's absence: without `--kill-on-lost`, a hold lost while the command runs is said on
+/// stderr (once, with no "stopping"), the command goes on to its own end, and its exit status
+/// is the CLI's (docs/cli.md, `run`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kill_on_lost_a_lost_hold_is_reported_and_the_command_goes_on() {
+    let server = TestServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // The command runs until the test creates `go`, then says so and exits 9.
+    let script = format!(
+        "echo ready; while [ ! -e {} ]; do sleep 0.05; done; echo finished; exit 9",
+        go.display()
+    );
+    let a = run_args(
+        &server,
+        &["--watchdog-timeout", "3s"],
+        &["sh", "-c", &script],
+    );
+    let mut child = command(&a).stdin(Stdio::null()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = tokio::time::timeout(WAIT, stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ready.as_deref(), Some("ready"));
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("DEL")
+        .arg("cli:run")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // Event-driven: the CLI's report of the loss, read as it is written.
+    let mut said = Vec::new();
+    let lost = tokio::time::timeout(WAIT, async {
+        while let Some(line) = stderr.next_line().await.unwrap() {
+            let found = line.contains("lost the hold of `cli:run`");
+            said.push(line);
+            if found {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(lost.is_ok(), "the loss was not reported: {said:?}");
+    let report = said.last().unwrap().clone();
+    assert!(!report.contains("stopping"), "{report}");
+    // The command was not stopped: it still runs, and ends when told to.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the CLI or the command ended"
+    );
+    std::fs::write(&go, b"").unwrap();
+    let finished = tokio::time::timeout(WAIT, stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        finished.as_deref(),
+        Some("finished"),
+        "the command was cut short"
+    );
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the CLI did not exit")
+        .unwrap();
+    let mut rest = String::new();
+    while let Ok(Some(line)) = stderr.next_line().await {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    assert_eq!(status.code(), Some(9), "{rest}");
+    // Reported once: the release at the end does not say it again.
+    assert!(!rest.contains("lost"), "{rest}");
+    assert!(!exists_on(&server, "cli:run").await);
+}
+
+/// The flags' absence: without `--nonblock` and `--wait`, `run` waits for as long as the lock
+/// is held (docs/cli.md: "default: wait for ever"), then runs the command once it is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_nonblock_or_wait_run_waits_until_the_lock_is_free() {
+    let (server, client) = with_client().await;
+    let guard = client.get_lock("cli:run").lock().await.unwrap();
+    let a = run_args(&server, &[], &["sh", "-c", "echo ran; exit 5"]);
+    let mut child = command(&a).stdin(Stdio::null()).spawn().unwrap();
+    // Event-driven: the CLI is parked on the lock's channel.
+    let channel = "redisson_lock__channel:{cli:run}";
+    assert!(
+        eventually(WAIT, || async { numsub_on(&server, channel).await >= 1 }).await,
+        "the CLI did not wait on the lock"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "gave up while held");
+    guard.unlock().await.unwrap();
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("the CLI did not take the freed lock")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    assert!(!exists_on(&server, "cli:run").await);
+}
