@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use crate::cli::cli_env;
 use crate::support::*;
 use futures_util::future::join_all;
 use redisson_lock::{redact_url, Client, Config};
@@ -130,8 +129,10 @@ async fn a_connected_clients_debug_never_shows_its_password() {
 
 /// The CLI: no URL of the list, given as `--url`, in a `--cluster` list or a `--sentinel`
 /// list, shows its password on stderr or stdout; each is an error (exit 1 or 2).
+#[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_never_shows_a_password_of_a_url_that_does_not_parse() {
+    use crate::cli::cli_env;
     // Every shape, with the passwords in turn (a few processes at a time).
     let mut runs = Vec::new();
     for (i, shape) in SHAPES.iter().enumerate() {
