@@ -98,10 +98,21 @@ impl Node {
     }
 
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .unwrap()
+        self.try_conn().unwrap()
+    }
+
+    /// [`Node::conn`], or its error. A connect interrupted by a signal (`EINTR`: the test
+    /// process reaps its children; seen failing a whole cluster start on a loaded machine) is
+    /// tried again.
+    pub fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        let mut tries = 0;
+        loop {
+            match client.get_connection_with_timeout(Duration::from_secs(5)) {
+                Err(e) if tries < 5 && e.to_string().contains("os error 4") => tries += 1,
+                other => return other,
+            }
+        }
     }
 
     /// Starts the process again on the same port and directory (after [`Node::kill`]); a
@@ -219,7 +230,9 @@ impl TestCluster {
     /// Every node reports `cluster_state:ok` and agrees on the replica count.
     fn is_ok(&self, replicas: usize) -> bool {
         self.nodes.iter().all(|n| {
-            let mut c = n.conn();
+            let Ok(mut c) = n.try_conn() else {
+                return false;
+            };
             let info: String = redis::cmd("CLUSTER")
                 .arg("INFO")
                 .query(&mut c)
