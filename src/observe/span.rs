@@ -220,13 +220,7 @@ pub(crate) async fn release<T, E: std::fmt::Debug>(
     fut: impl Future<Output = Result<T, E>>,
     outcome: impl FnOnce(&T) -> &'static str,
 ) -> Result<T, E> {
-    let mut running = Running::new(&op, false);
-    let r = fut.instrument(running.span.clone()).await;
-    let outcome = match &r {
-        Ok(v) => outcome(v),
-        Err(_) => "error",
-    };
-    running.end(&r, outcome);
+    let (r, outcome) = in_span(&op, fut, outcome).await;
     #[cfg(feature = "metrics")]
     metrics::counter!(super::RELEASES, "kind" => op.kind, "outcome" => outcome).increment(1);
     if outcome == "released" {
@@ -241,14 +235,23 @@ pub(crate) async fn traced<T, E: std::fmt::Debug>(
     fut: impl Future<Output = Result<T, E>>,
     outcome: impl FnOnce(&T) -> &'static str,
 ) -> Result<T, E> {
-    let mut running = Running::new(&op, false);
+    in_span(&op, fut, outcome).await.0
+}
+
+/// Runs `fut` in `op`'s span and ends the span with its outcome (`error` for a failure).
+async fn in_span<T, E: std::fmt::Debug>(
+    op: &Op<'_>,
+    fut: impl Future<Output = Result<T, E>>,
+    outcome: impl FnOnce(&T) -> &'static str,
+) -> (Result<T, E>, &'static str) {
+    let mut running = Running::new(op, false);
     let r = fut.instrument(running.span.clone()).await;
     let outcome = match &r {
         Ok(v) => outcome(v),
         Err(_) => "error",
     };
     running.end(&r, outcome);
-    r
+    (r, outcome)
 }
 
 #[cfg(test)]
