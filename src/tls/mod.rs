@@ -120,15 +120,17 @@ impl Tls {
     /// name check, no expiry check. Anyone on the path can read and change the traffic,
     /// passwords included. Meant for a throwaway server with a self-signed certificate; never
     /// for production. (redis-rs' `#insecure` URL fragment is refused in favour of this switch,
-    /// so that skipping verification is always spelled out in code.)
+    /// so that skipping verification is always spelled out in code.) Only with the feature
+    /// `tls-insecure`, which the default features leave off.
+    #[cfg(feature = "tls-insecure")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls-insecure")))]
     pub fn insecure_skip_verification_for_tests_only(mut self) -> Tls {
         self.insecure = true;
         self
     }
 
-    /// Whether [`insecure_skip_verification_for_tests_only`] was called.
-    ///
-    /// [`insecure_skip_verification_for_tests_only`]: Tls::insecure_skip_verification_for_tests_only
+    /// Whether `insecure_skip_verification_for_tests_only` (feature `tls-insecure`) was called;
+    /// always `false` without that feature.
     pub fn is_insecure(&self) -> bool {
         self.insecure
     }

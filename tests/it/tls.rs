@@ -204,6 +204,7 @@ async fn bad_settings_are_refused_before_connecting() {
     assert!(e.is_invalid_argument(), "{e:?}");
 }
 
+#[cfg(feature = "tls-insecure")]
 #[tokio::test]
 async fn the_insecure_switch_skips_verification() {
     require_tls!();

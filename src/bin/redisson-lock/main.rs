@@ -79,7 +79,9 @@ pub struct Global {
     /// TLS: the client certificate's private key (PEM file).
     #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
-    /// TLS: accept any server certificate. INSECURE, for test set-ups only.
+    /// TLS: accept any server certificate. INSECURE, for test set-ups only (a binary built with
+    /// the feature `tls-insecure`).
+    #[cfg(feature = "tls-insecure")]
     #[arg(long, global = true)]
     pub insecure_skip_tls_verify: bool,
     /// Read the server URL from this file (first line; it may carry the password); replaces

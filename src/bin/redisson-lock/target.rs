@@ -319,6 +319,7 @@ fn tls(global: &Global) -> Option<redisson_lock::Tls> {
         tls = tls.with_client_cert_files(cert, key);
         set = true;
     }
+    #[cfg(feature = "tls-insecure")]
     if global.insecure_skip_tls_verify {
         tls = tls.insecure_skip_verification_for_tests_only();
         set = true;

@@ -157,16 +157,19 @@ async fn cli_over_mutual_tls_as_an_acl_user() {
     assert_eq!(cli(&args).await.code, 2);
 
     // The insecure switch skips the CA check (the server still wants the client certificate).
-    let insecure = strings(&[
-        "--url",
-        &tls_url,
-        "--insecure-skip-tls-verify",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-    ]);
-    inspect_ok(&insecure, "orders:cli").await;
+    #[cfg(feature = "tls-insecure")]
+    {
+        let insecure = strings(&[
+            "--url",
+            &tls_url,
+            "--insecure-skip-tls-verify",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+        ]);
+        inspect_ok(&insecure, "orders:cli").await;
+    }
 
     // The same user on the plain port: redis://user:pass@.
     let plain_url = format!(
