@@ -72,7 +72,7 @@ pub fn audit(target: &Target, log: Option<&Path>, change: Audit<'_>) -> Result<(
         line.push_str(&format!(" {key}={v}"));
     }
     line.push_str(&format!(" operator={}@{}", user(), hostname()));
-    eprintln!("{line}");
+    crate::output::errln!("{line}");
     if let Some(path) = log {
         let mut file = std::fs::OpenOptions::new()
             .create(true)

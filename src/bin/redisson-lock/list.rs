@@ -82,7 +82,7 @@ pub async fn run(target: &Target, options: &Options, json: bool) -> Result<()> {
         ]
     }));
     output::out(&output::table(&rows))?;
-    eprintln!("{} lock(s)", entries.len());
+    crate::output::errln!("{} lock(s)", entries.len());
     Ok(())
 }
 

@@ -77,7 +77,7 @@ pub async fn run(target: &Target, options: &Options, orphans_only: bool, json: b
             )))
         }
         Err(e) => {
-            eprintln!(
+            crate::output::errln!(
                 "note: CLIENT LIST refused ({}): holders shown without their connections",
                 e.0
             );
@@ -116,9 +116,9 @@ pub async fn run(target: &Target, options: &Options, orphans_only: bool, json: b
     } else {
         "lock(s)"
     };
-    eprintln!("{} {what}", shown.len());
+    crate::output::errln!("{} {what}", shown.len());
     if unknown > 0 {
-        eprintln!(
+        crate::output::errln!(
             "{unknown} lock(s) {}of unknown liveness: no connection carries their holders' client \
              uuid, but {} connection(s) on the masters carry no uuid at all, and a Java Redisson \
              client (which does not name its connections with its uuid) may be among them",

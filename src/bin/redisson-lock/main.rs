@@ -243,7 +243,7 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) if output::stdout_closed() => ExitCode::from(output::EXIT_STDOUT_CLOSED),
             Err(Failure(message)) => {
-                eprintln!("error: {message}");
+                crate::output::errln!("error: {message}");
                 ExitCode::from(1)
             }
         };
@@ -256,7 +256,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            crate::output::errln!("error: cannot start the runtime: {e}");
             return ExitCode::from(1);
         }
     };
@@ -269,7 +269,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(Failure(message)) => {
-            eprintln!("error: {message}");
+            crate::output::errln!("error: {message}");
             ExitCode::from(1)
         }
     }
@@ -298,13 +298,15 @@ fn verbosity(verbose: u8) {
 /// them for every client unseen; or that it could not be asked.
 async fn eviction_warning(target: &target::Target) {
     match target.client.eviction_risk().await {
-        Ok(Some(policy)) => eprintln!(
+        Ok(Some(policy)) => crate::output::errln!(
             "warning: the server may evict keys (maxmemory is set, maxmemory-policy {policy}): \
              a lock key evicted is lost for every client without anyone being told"
         ),
         Ok(None) => {}
         Err(e) => {
-            eprintln!("note: cannot tell whether the server may evict lock keys (CONFIG GET: {e})")
+            crate::output::errln!(
+                "note: cannot tell whether the server may evict lock keys (CONFIG GET: {e})"
+            )
         }
     }
 }

@@ -37,6 +37,21 @@ pub fn out(text: &str) -> crate::Result<()> {
     }
 }
 
+/// `eprintln!` that never panics: a line for stderr, lost if stderr is closed (`2>&-`, a
+/// closed terminal, a dead log collector), where `eprintln!` would panic mid-command, before a
+/// force-unlock's audit line or a `run`'s release. Every command writes stderr through here.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::err_line(&format!($($arg)*))
+    };
+}
+pub(crate) use errln;
+
+/// [`errln`]'s write: `text` and a newline on stderr, errors ignored.
+pub fn err_line(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
 /// [`out`] of `text` and a newline.
 pub fn line(text: &str) -> crate::Result<()> {
     out(&format!("{text}\n"))

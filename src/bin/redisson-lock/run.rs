@@ -78,12 +78,12 @@ pub async fn run(target: &Target, args: Args) -> Result<u8> {
     let taken = tokio::select! {
         r = acquire => r?,
         sig = signals.recv() => {
-            eprintln!("redisson-lock: {} while waiting for `{}`: not taken", name(sig), args.name);
+            crate::output::errln!("redisson-lock: {} while waiting for `{}`: not taken", name(sig), args.name);
             return Ok(128u8.saturating_add(sig as u8));
         }
     };
     let Some(guard) = taken else {
-        eprintln!(
+        crate::output::errln!(
             "redisson-lock: `{}` is held by another owner: not taken{}",
             args.name,
             wait.map(|w| format!(" (waited {})", humantime::format_duration(w)))
@@ -99,7 +99,7 @@ pub async fn run(target: &Target, args: Args) -> Result<u8> {
     {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("redisson-lock: cannot run `{}`: {e}", args.command[0]);
+            crate::output::errln!("redisson-lock: cannot run `{}`: {e}", args.command[0]);
             release(guard, &args.name, false).await;
             return Ok(if e.kind() == std::io::ErrorKind::NotFound {
                 EXIT_NOT_FOUND
@@ -124,7 +124,7 @@ pub async fn run(target: &Target, args: Args) -> Result<u8> {
         tokio::select! {
             status = child.wait() => break status?,
             () = &mut deadline, if stopped.is_none() => {
-                eprintln!(
+                crate::output::errln!(
                     "redisson-lock: the command ran past --timeout {}: stopping it",
                     humantime::format_duration(args.timeout.unwrap_or_default())
                 );
@@ -134,7 +134,7 @@ pub async fn run(target: &Target, args: Args) -> Result<u8> {
             }
             () = guard.lost(), if !lost => {
                 lost = true;
-                eprintln!(
+                crate::output::errln!(
                     "redisson-lock: lost the hold of `{}` while the command runs: another owner may take it{}",
                     args.name,
                     if args.kill_on_lost { "; stopping the command" } else { "" }
@@ -146,7 +146,7 @@ pub async fn run(target: &Target, args: Args) -> Result<u8> {
                 }
             }
             () = &mut kill => {
-                eprintln!("redisson-lock: the command did not stop: killing it");
+                crate::output::errln!("redisson-lock: the command did not stop: killing it");
                 send(pid, SIGKILL);
                 kill.as_mut().reset(tokio::time::Instant::now() + FAR);
             }
@@ -166,10 +166,14 @@ async fn release(guard: RLockGuard, name: &str, reported: bool) {
         Ok(()) => tracing::info!(name, "lock released"),
         Err(e) if e.is_lease_lost() => {
             if !reported {
-                eprintln!("redisson-lock: the hold of `{name}` was lost before the command ended");
+                crate::output::errln!(
+                    "redisson-lock: the hold of `{name}` was lost before the command ended"
+                );
             }
         }
-        Err(e) => eprintln!("redisson-lock: could not release `{name}`: {e} (its lease ends it)"),
+        Err(e) => crate::output::errln!(
+            "redisson-lock: could not release `{name}`: {e} (its lease ends it)"
+        ),
     }
 }
 

@@ -78,3 +78,62 @@ async fn a_closed_stdout_ends_every_command_quietly_with_141() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(code, STDOUT_CLOSED, "{stderr}");
 }
+
+/// Runs the CLI with stderr a pipe nobody reads; its exit code (a panic would be 101).
+async fn exit_with_stderr_closed(args: &[String]) -> i32 {
+    let child = command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(pipe_without_reader())
+        .spawn()
+        .expect("run redisson-lock");
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("redisson-lock did not exit with its stderr closed")
+        .unwrap();
+    out.status.code().unwrap_or(-1)
+}
+
+/// A closed stderr (`2>&-`, a dead log collector) loses the notes and errors written there, but
+/// every command still ends as it would with stderr open: `eprintln!` panicked (exit 101) at the
+/// first note, before an audit line or a release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stderr_changes_no_exit_code() {
+    let server = TestServer::start();
+    let mut raw = server.conn().await;
+    let cases: [Vec<String>; 4] = [
+        // "1 lock(s)" goes to stderr.
+        args(&server, &["list"]),
+        // A force-unlock's audit line goes to stderr.
+        args(&server, &["force-unlock", "cli-stderr:1", "--yes"]),
+        // An error: no server there.
+        ["--url", "redis://127.0.0.1:1/", "inspect", "cli-stderr:1"]
+            .map(String::from)
+            .to_vec(),
+        // A usage error (clap's own message).
+        args(&server, &["inspect"]),
+    ];
+    for case in cases {
+        let mut codes = Vec::new();
+        for closed in [false, true] {
+            // The same lock before each run (the force-unlock removes it).
+            let _: () = redis::cmd("HSET")
+                .arg("cli-stderr:1")
+                .arg("0badc0de-0000-4000-8000-000000000000:1")
+                .arg(1)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            codes.push(if closed {
+                exit_with_stderr_closed(&case).await
+            } else {
+                cli(&case).await.code
+            });
+        }
+        assert_ne!(codes[1], 101, "{case:?}: panicked with stderr closed");
+        assert_eq!(
+            codes[0], codes[1],
+            "{case:?}: another exit code with stderr closed"
+        );
+    }
+}
