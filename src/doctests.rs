@@ -8,6 +8,8 @@
 mod benchmarks {}
 #[doc = include_str!("../docs/cli.md")]
 mod cli {}
+#[doc = include_str!("../docs/guarantees.md")]
+mod guarantees {}
 #[doc = include_str!("../docs/java.md")]
 mod java {}
 #[doc = include_str!("../docs/locks.md")]

@@ -4,7 +4,8 @@
 //! absolute links into this repository name files that exist; user pages carry no internal
 //! tracker numbers; the ACL rule shown to users is the one `tests/it/acl.rs` runs; the README's
 //! settings table shows the code's defaults; every page under `docs/` is a doc test
-//! (`src/doctests.rs`), and the examples that run give their locks names of their own.
+//! (`src/doctests.rs`), and the examples that run give their locks names of their own;
+//! docs/guarantees.md names only tests, model properties and campaign classes that exist.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -660,5 +661,114 @@ fn examples_that_run_use_names_of_their_own() {
         shared.is_empty(),
         "names used by several runnable examples:\n{}",
         shared.join("\n")
+    );
+}
+
+/// Whether `text` has `fn <name>` with no identifier character right after the name.
+fn defines_fn(text: &str, name: &str) -> bool {
+    let needle = format!("fn {name}");
+    text.match_indices(&needle).any(|(at, _)| {
+        !text[at + needle.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// What one reference of docs/guarantees.md names, if the code span is one.
+fn guarantee_reference(root: &Path, span: &str) -> Option<Result<(), String>> {
+    if span.contains('\n') {
+        return None;
+    }
+    if let Some(class) = span.strip_prefix("campaign:") {
+        let plan = read(&root.join("tests/it/campaign/plan.rs"));
+        let ok = plan.contains(&format!("=> \"{class}\""));
+        return Some(
+            ok.then_some(())
+                .ok_or(format!("no campaign class `{class}`")),
+        );
+    }
+    if let Some(name) = span.strip_prefix("CAMPAIGN_BREAK=") {
+        let plan = read(&root.join("tests/it/campaign/plan.rs"));
+        let ok = plan.contains(&format!("Ok(\"{name}\")"));
+        return Some(
+            ok.then_some(())
+                .ok_or(format!("no campaign break `{name}`")),
+        );
+    }
+    if !(span.starts_with("tests/") || span.starts_with("src/")) {
+        return None;
+    }
+    let (file, item) = span.split_once(".rs::")?;
+    let path = root.join(format!("{file}.rs"));
+    let Ok(text) = fs::read_to_string(&path) else {
+        return Some(Err(format!("`{span}`: no file {file}.rs")));
+    };
+    if let Some(property) = item.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+        let ok = ["always", "eventually", "sometimes"]
+            .iter()
+            .any(|k| text.contains(&format!("Property::{k}(\"{property}\"")));
+        return Some(
+            ok.then_some(())
+                .ok_or(format!("`{span}`: no such model property")),
+        );
+    }
+    let identifier =
+        !item.is_empty() && item.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !identifier {
+        return Some(Err(format!("`{span}`: not a `file.rs::fn_name` reference")));
+    }
+    Some(
+        defines_fn(&text, item)
+            .then_some(())
+            .ok_or(format!("`{span}`: no `fn {item}` in {file}.rs")),
+    )
+}
+
+/// docs/guarantees.md names only tests, model properties, campaign classes and campaign breaks
+/// that exist: `` `tests/it/x.rs::test_fn` `` and `` `src/y.rs::test_fn` `` (the file has
+/// `fn test_fn`), `` `src/lock/model.rs::"property"` `` (a `Property::always("property", ...)`
+/// of that file), `` `campaign:class` `` (a class name in `tests/it/campaign/plan.rs`) and
+/// `` `CAMPAIGN_BREAK=name` ``. Every numbered invariant names at least one of them.
+#[test]
+fn the_guarantees_name_only_tests_that_exist() {
+    let root = root();
+    let page = read(&root.join("docs/guarantees.md"));
+    let mut problems = Vec::new();
+    let mut found = 0;
+    // Every piece between two backticks is a candidate: prose between two code spans starts
+    // with a space or punctuation, or spans lines, and matches none of the forms.
+    for span in page.split('`') {
+        match guarantee_reference(&root, span) {
+            Some(Ok(())) => found += 1,
+            Some(Err(e)) => problems.push(e),
+            None => {}
+        }
+    }
+    // Each invariant (a paragraph opening `**L1.`, `**RW2.`, ...) up to the next one.
+    let mut invariants = 0;
+    for part in page.split("\n**").skip(1) {
+        let label = part.split('.').next().unwrap_or("");
+        let is_invariant = label.len() <= 3
+            && label.starts_with(|c: char| c.is_ascii_uppercase())
+            && label.ends_with(|c: char| c.is_ascii_digit());
+        if !is_invariant {
+            continue;
+        }
+        invariants += 1;
+        let body = part.split("\n## ").next().unwrap_or(part);
+        let named = body
+            .split('`')
+            .any(|s| matches!(guarantee_reference(&root, s), Some(Ok(()))));
+        if !named {
+            problems.push(format!("invariant {label} names no test"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs/guarantees.md:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        found >= 150 && invariants >= 30,
+        "docs/guarantees.md: only {found} references and {invariants} invariants found; \
+         has the reference format changed?"
     );
 }
