@@ -146,3 +146,43 @@ async fn a_grant_whose_reply_came_late_is_confirmed_not_lost() {
         "the release deleted the lock"
     );
 }
+
+/// The late-grant rule's edge, on both sides: a watchdog grant whose reply took one renewal
+/// period (lease / 3) or more is confirmed by one renewal before its guard is handed out; a
+/// reply quicker than that is not. The test above only tries a reply later than the whole
+/// lease, so a rule with the wrong bound (the whole lease, two periods, any delay at all)
+/// passed it. Here the lease is 6 s (period 2 s): a reply held back 0.5 s costs one script
+/// (the acquire), one held back 3.2 s (past the period, well inside the lease) two (the
+/// acquire and its confirming renewal), counted before the watchdog's own first pass is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_is_confirmed_exactly_when_its_reply_took_a_renewal_period() {
+    let server = TestServer::start();
+    let client = Client::with_config(
+        Config::new(server.url())
+            .with_watchdog_timeout(Duration::from_secs(6))
+            .with_response_timeout(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let lock = client.get_lock("late-grant-edge");
+    take_and_release(&lock).await;
+    let mut raw = server.conn().await;
+    for (pause_ms, scripts, why) in [
+        (500, 1, "a reply quicker than a period was confirmed"),
+        (3200, 2, "a reply later than a period was not confirmed"),
+    ] {
+        let before = evalsha_calls(&server).await;
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(pause_ms)
+            .arg("WRITE")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let g = lock.lock().await.unwrap();
+        let sent = evalsha_calls(&server).await - before;
+        assert_eq!(sent, scripts, "{why} (paused {pause_ms} ms)");
+        assert!(!g.is_lost(), "paused {pause_ms} ms");
+        g.unlock().await.unwrap();
+    }
+}
