@@ -88,6 +88,23 @@ pub struct Config {
     read_only: bool,
 }
 
+/// The plain settings, one row each: a documented setter `with_<field>(value) -> Self` and its
+/// getter `<field>()` ("See [`Config::with_<field>`].").
+macro_rules! settings {
+    ($($(#[$doc:meta])* $with:ident($arg:ident) -> $field:ident: $t:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $with(mut self, $arg: $t) -> Self {
+            self.$field = $arg;
+            self
+        }
+
+        #[doc = concat!("See [`Config::", stringify!($with), "`].")]
+        pub fn $field(&self) -> $t {
+            self.$field
+        }
+    )*};
+}
+
 impl Config {
     /// A configuration for the server at `url` (`redis://[user:password@]host:port[/db]`), with
     /// every other setting at its `DEFAULT_*` value.
@@ -149,11 +166,157 @@ impl Config {
         }
     }
 
-    /// Sharded pub/sub on a cluster: [`ShardedPubSub::Auto`] by default, as Redisson. Must match
-    /// the Java side, or the two will not hear each other's unlock messages.
-    pub fn with_sharded_pubsub(mut self, mode: ShardedPubSub) -> Self {
-        self.sharded_pubsub = mode;
-        self
+    settings! {
+        /// Sharded pub/sub on a cluster: [`ShardedPubSub::Auto`] by default, as Redisson. Must match
+        /// the Java side, or the two will not hear each other's unlock messages.
+        with_sharded_pubsub(mode) -> sharded_pubsub: ShardedPubSub;
+
+        /// What to do when the server refuses `WAIT` or `WAITAOF` ([`ReplicaSync`]): fail
+        /// ([`ReplicaSync::Required`], the default) or go on without the refused command, saying so
+        /// once through `tracing` ([`ReplicaSync::BestEffort`]). Never silent either way.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use redisson_lock::{Config, ReplicaSync};
+        /// // Behind a proxy that may not forward WAIT: sync where the server allows it.
+        /// let config = Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+        ///     .with_replica_sync_policy(ReplicaSync::BestEffort);
+        /// assert_eq!(config.replica_sync_policy(), ReplicaSync::BestEffort);
+        /// assert_eq!(config.replica_sync(), Some(Duration::from_secs(1)));
+        /// ```
+        with_replica_sync_policy(policy) -> replica_sync_policy: ReplicaSync;
+
+        /// `WAITAOF` after every lock write (acquire, release, renewal, force-unlock), Redis 7.2+:
+        /// the write counts only once the master (`local`) and/or `replicas` replicas have fsynced
+        /// it, so a crash or failover right after cannot forget it. A write not confirmed in time
+        /// fails with [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) and an acquire is
+        /// undone, as with `WAIT`. Off by default (Redisson has no such option). [`Client::connect`]
+        /// fails with `InvalidArgument` on a server without `WAITAOF` (before 7.2) or, with `local`,
+        /// without `appendonly yes`, unless the [`ReplicaSync::BestEffort`] policy lets it go on
+        /// without `WAITAOF` (with a warning).
+        ///
+        /// [`Client::connect`]: crate::Client::connect
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use redisson_lock::{AofSync, Config};
+        /// let config = Config::new("redis://127.0.0.1/").with_aof_sync(Some(AofSync {
+        ///     local: true,
+        ///     replicas: 0,
+        ///     timeout: Duration::from_millis(500),
+        /// }));
+        /// ```
+        with_aof_sync(sync) -> aof_sync: Option<AofSync>;
+
+        /// The lease of watchdog-mode locks and of guarded permits
+        /// ([`PermitExpirableSemaphore::acquire_guarded`](crate::PermitExpirableSemaphore::acquire_guarded));
+        /// they are renewed every third of it.
+        with_watchdog_timeout(lease) -> watchdog_timeout: Duration;
+
+        /// How many holds the watchdog renews with one script (Redisson's `lockWatchdogBatchSize`,
+        /// default [`DEFAULT_WATCHDOG_BATCH_SIZE`]): a client holding 1,000 watchdog locks sends 10
+        /// renewal scripts per tick by default. Larger batches mean fewer round trips and longer
+        /// scripts (the server runs nothing else meanwhile). At least 1.
+        ///
+        /// ```
+        /// use redisson_lock::Config;
+        /// let config = Config::new("redis://127.0.0.1/").with_watchdog_batch_size(500);
+        /// assert_eq!(config.watchdog_batch_size(), 500);
+        /// ```
+        with_watchdog_batch_size(holds) -> watchdog_batch_size: usize;
+
+        /// Reply timeout of each command.
+        with_response_timeout(timeout) -> response_timeout: Duration;
+
+        /// Timeout of each connection attempt.
+        with_connection_timeout(timeout) -> connection_timeout: Duration;
+
+        /// Bound on subscribing to an unlock channel.
+        with_subscription_timeout(timeout) -> subscription_timeout: Duration;
+
+        /// How long a queued fair-lock waiter may be absent (its process gone) before the queue
+        /// skips it. Use the same value as your Java fleet's `fairLockWaitTimeout`.
+        with_fair_lock_wait_timeout(timeout) -> fair_lock_wait_timeout: Duration;
+
+        /// Writer preference of this client's read-write locks (default on): while a write acquire
+        /// of this client waits on a name, new read acquires of this client on that name wait
+        /// behind it (a `try_lock` of the read side fails at once), so a stream of local readers
+        /// cannot starve a local writer. An owner that already holds the name's read or write side
+        /// in this client is never held back (re-entry and downgrade cannot deadlock on it).
+        ///
+        /// Client-side only: nothing changes on the wire. Readers in other processes (Java
+        /// Redisson's included) follow Redisson's read-preferring data as before: they enter
+        /// whenever the lock is in read mode, waiting writers or not. Off: Redisson's behaviour, a
+        /// read enters whenever the lock is in read mode.
+        ///
+        /// ```
+        /// use redisson_lock::Config;
+        /// let config = Config::new("redis://127.0.0.1:6379/").with_writer_preference(false);
+        /// assert!(!config.writer_preference());
+        /// ```
+        with_writer_preference(on) -> writer_preference: bool;
+
+        /// Tries of idempotent commands, and connection failures a waiter rides out (at least 1).
+        with_retry_attempts(attempts) -> retry_attempts: u32;
+
+        /// The cap of the first pause between tries (the cap doubles up to [`MAX_RETRY_DELAY`]; each
+        /// pause is random below its cap, so clients that failed together do not retry together).
+        with_retry_delay(delay) -> retry_delay: Duration;
+
+        /// How many latch deletions may queue for the batched `UNLINK` ([`DEFAULT_LATCH_QUEUE`]).
+        /// The latches are the semaphore's receipts (`redisson_semaphore_latch:...`, docs/protocol.md):
+        /// lock releases write no unlock latch any more (their retries trim to the owner's known
+        /// count), so this only matters to [`Semaphore`](crate::Semaphore) users. A receipt only
+        /// guards its own request's retries; one that finds the queue full is not deleted but expires
+        /// by its PX, so a rate the deleter cannot follow costs keys that live a while, never
+        /// unbounded memory. At least 1. (The name is kept from when unlocks used it.)
+        with_latch_queue(capacity) -> latch_queue: usize;
+
+        /// Group commit of lock scripts (off by default). While fewer than 16 lone script calls are
+        /// out on the client's connection, every acquire and release is sent at once as its own
+        /// script, exactly as without batching. Beyond that the server is the bottleneck and
+        /// operations queue; when any call lands, the queue leaves (on one of 4 flights) as **one**
+        /// script call that runs each operation exactly as its own script would (same keys, values,
+        /// channels, messages and TTLs, in order; see `docs/protocol.md`) when it holds 8 or more,
+        /// or else as that many separate script calls written back to back (a batch that small
+        /// costs the server more than it saves). Each operation keeps its own reply, errors and
+        /// replica sync.
+        ///
+        /// Measured (`benches/results/HISTORY.md`, "Issue 24"; lock+unlock cycles per second on distinct
+        /// names, server and client on their own cores, Redis 7.0 and Valkey 8.1): +9 to +19 % at
+        /// 256 tasks, level at 16 (0.97-1.04 x) and within a few per cent at 64 (0.94-1.00 x), hence
+        /// still off by default: it is for clients with hundreds of concurrent lock operations.
+        ///
+        /// ```
+        /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(true);
+        /// assert!(config.batching());
+        /// ```
+        with_batching(on) -> batching: bool;
+
+        /// Failover awareness (on by default). Through Sentinel, the client listens on the
+        /// sentinels' own pub/sub for `+switch-master` of its master, and notices too when the
+        /// command connection finds a different master after a connection error or a `READONLY`
+        /// reply. On either, the watchdog re-verifies every watchdog hold on the new master at
+        /// once, out of its turn: a hold the new master lacks (a write that never reached the
+        /// promoted replica) is reported lost ([`LockGuard::is_lost`](crate::LockGuard::is_lost),
+        /// `lost()`, the lost-lease metric) within about a second of the switch, not at the next
+        /// renewal a third of the watchdog timeout later. Off: holds are checked only at the
+        /// watchdog's regular renewals (the client still follows `+switch-master` to the new
+        /// master at once, as Redisson does: that is not optional).
+        ///
+        /// On a Redis Cluster, where redis-rs follows `MOVED` without telling, the client polls
+        /// the slot map instead: one `CLUSTER SLOTS` to one node every 500 ms. When a slot has a
+        /// new master (a failover, a slot moved), the connection's own slot map is brought up to
+        /// date and the watchdog runs the same out-of-turn pass, so a hold the new master lacks is
+        /// reported lost within about a second of the switch. It has no effect on standalone
+        /// servers.
+        ///
+        /// ```
+        /// let config = redisson_lock::Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+        ///     .with_failover_awareness(false);
+        /// assert!(!config.failover_awareness());
+        /// ```
+        with_failover_awareness(on) -> failover_awareness: bool;
     }
 
     /// Replica synchronisation after lock writes: `Some(timeout)` sends `WAIT <replicas>
@@ -166,225 +329,6 @@ impl Config {
     pub fn with_replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.replica_sync = Some(timeout);
         self
-    }
-
-    /// What to do when the server refuses `WAIT` or `WAITAOF` ([`ReplicaSync`]): fail
-    /// ([`ReplicaSync::Required`], the default) or go on without the refused command, saying so
-    /// once through `tracing` ([`ReplicaSync::BestEffort`]). Never silent either way.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redisson_lock::{Config, ReplicaSync};
-    /// // Behind a proxy that may not forward WAIT: sync where the server allows it.
-    /// let config = Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
-    ///     .with_replica_sync_policy(ReplicaSync::BestEffort);
-    /// assert_eq!(config.replica_sync_policy(), ReplicaSync::BestEffort);
-    /// assert_eq!(config.replica_sync(), Some(Duration::from_secs(1)));
-    /// ```
-    pub fn with_replica_sync_policy(mut self, policy: ReplicaSync) -> Self {
-        self.replica_sync_policy = policy;
-        self
-    }
-
-    /// See [`Config::with_replica_sync_policy`].
-    pub fn replica_sync_policy(&self) -> ReplicaSync {
-        self.replica_sync_policy
-    }
-
-    /// `WAITAOF` after every lock write (acquire, release, renewal, force-unlock), Redis 7.2+:
-    /// the write counts only once the master (`local`) and/or `replicas` replicas have fsynced
-    /// it, so a crash or failover right after cannot forget it. A write not confirmed in time
-    /// fails with [`LockError::ReplicaSync`](crate::LockError::ReplicaSync) and an acquire is
-    /// undone, as with `WAIT`. Off by default (Redisson has no such option). [`Client::connect`]
-    /// fails with `InvalidArgument` on a server without `WAITAOF` (before 7.2) or, with `local`,
-    /// without `appendonly yes`, unless the [`ReplicaSync::BestEffort`] policy lets it go on
-    /// without `WAITAOF` (with a warning).
-    ///
-    /// [`Client::connect`]: crate::Client::connect
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redisson_lock::{AofSync, Config};
-    /// let config = Config::new("redis://127.0.0.1/").with_aof_sync(Some(AofSync {
-    ///     local: true,
-    ///     replicas: 0,
-    ///     timeout: Duration::from_millis(500),
-    /// }));
-    /// ```
-    pub fn with_aof_sync(mut self, sync: Option<AofSync>) -> Self {
-        self.aof_sync = sync;
-        self
-    }
-
-    /// See [`Config::with_aof_sync`].
-    pub fn aof_sync(&self) -> Option<AofSync> {
-        self.aof_sync
-    }
-
-    /// The lease of watchdog-mode locks and of guarded permits
-    /// ([`PermitExpirableSemaphore::acquire_guarded`](crate::PermitExpirableSemaphore::acquire_guarded));
-    /// they are renewed every third of it.
-    pub fn with_watchdog_timeout(mut self, lease: Duration) -> Self {
-        self.watchdog_timeout = lease;
-        self
-    }
-
-    /// How many holds the watchdog renews with one script (Redisson's `lockWatchdogBatchSize`,
-    /// default [`DEFAULT_WATCHDOG_BATCH_SIZE`]): a client holding 1,000 watchdog locks sends 10
-    /// renewal scripts per tick by default. Larger batches mean fewer round trips and longer
-    /// scripts (the server runs nothing else meanwhile). At least 1.
-    ///
-    /// ```
-    /// use redisson_lock::Config;
-    /// let config = Config::new("redis://127.0.0.1/").with_watchdog_batch_size(500);
-    /// assert_eq!(config.watchdog_batch_size(), 500);
-    /// ```
-    pub fn with_watchdog_batch_size(mut self, holds: usize) -> Self {
-        self.watchdog_batch_size = holds;
-        self
-    }
-
-    /// See [`Config::with_watchdog_batch_size`].
-    pub fn watchdog_batch_size(&self) -> usize {
-        self.watchdog_batch_size
-    }
-
-    /// Reply timeout of each command.
-    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// Timeout of each connection attempt.
-    pub fn with_connection_timeout(mut self, timeout: Duration) -> Self {
-        self.connection_timeout = timeout;
-        self
-    }
-
-    /// Bound on subscribing to an unlock channel.
-    pub fn with_subscription_timeout(mut self, timeout: Duration) -> Self {
-        self.subscription_timeout = timeout;
-        self
-    }
-
-    /// How long a queued fair-lock waiter may be absent (its process gone) before the queue
-    /// skips it. Use the same value as your Java fleet's `fairLockWaitTimeout`.
-    pub fn with_fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
-        self.fair_lock_wait_timeout = timeout;
-        self
-    }
-
-    /// Writer preference of this client's read-write locks (default on): while a write acquire
-    /// of this client waits on a name, new read acquires of this client on that name wait
-    /// behind it (a `try_lock` of the read side fails at once), so a stream of local readers
-    /// cannot starve a local writer. An owner that already holds the name's read or write side
-    /// in this client is never held back (re-entry and downgrade cannot deadlock on it).
-    ///
-    /// Client-side only: nothing changes on the wire. Readers in other processes (Java
-    /// Redisson's included) follow Redisson's read-preferring data as before: they enter
-    /// whenever the lock is in read mode, waiting writers or not. Off: Redisson's behaviour, a
-    /// read enters whenever the lock is in read mode.
-    ///
-    /// ```
-    /// use redisson_lock::Config;
-    /// let config = Config::new("redis://127.0.0.1:6379/").with_writer_preference(false);
-    /// assert!(!config.writer_preference());
-    /// ```
-    pub fn with_writer_preference(mut self, on: bool) -> Self {
-        self.writer_preference = on;
-        self
-    }
-
-    /// Tries of idempotent commands, and connection failures a waiter rides out (at least 1).
-    pub fn with_retry_attempts(mut self, attempts: u32) -> Self {
-        self.retry_attempts = attempts;
-        self
-    }
-
-    /// The cap of the first pause between tries (the cap doubles up to [`MAX_RETRY_DELAY`]; each
-    /// pause is random below its cap, so clients that failed together do not retry together).
-    pub fn with_retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
-        self
-    }
-
-    /// How many latch deletions may queue for the batched `UNLINK` ([`DEFAULT_LATCH_QUEUE`]).
-    /// The latches are the semaphore's receipts (`redisson_semaphore_latch:...`, docs/protocol.md):
-    /// lock releases write no unlock latch any more (their retries trim to the owner's known
-    /// count), so this only matters to [`Semaphore`](crate::Semaphore) users. A receipt only
-    /// guards its own request's retries; one that finds the queue full is not deleted but expires
-    /// by its PX, so a rate the deleter cannot follow costs keys that live a while, never
-    /// unbounded memory. At least 1. (The name is kept from when unlocks used it.)
-    pub fn with_latch_queue(mut self, capacity: usize) -> Self {
-        self.latch_queue = capacity;
-        self
-    }
-
-    /// See [`Config::with_latch_queue`].
-    pub fn latch_queue(&self) -> usize {
-        self.latch_queue
-    }
-
-    /// Group commit of lock scripts (off by default). While fewer than 16 lone script calls are
-    /// out on the client's connection, every acquire and release is sent at once as its own
-    /// script, exactly as without batching. Beyond that the server is the bottleneck and
-    /// operations queue; when any call lands, the queue leaves (on one of 4 flights) as **one**
-    /// script call that runs each operation exactly as its own script would (same keys, values,
-    /// channels, messages and TTLs, in order; see `docs/protocol.md`) when it holds 8 or more,
-    /// or else as that many separate script calls written back to back (a batch that small
-    /// costs the server more than it saves). Each operation keeps its own reply, errors and
-    /// replica sync.
-    ///
-    /// Measured (`benches/results/HISTORY.md`, "Issue 24"; lock+unlock cycles per second on distinct
-    /// names, server and client on their own cores, Redis 7.0 and Valkey 8.1): +9 to +19 % at
-    /// 256 tasks, level at 16 (0.97-1.04 x) and within a few per cent at 64 (0.94-1.00 x), hence
-    /// still off by default: it is for clients with hundreds of concurrent lock operations.
-    ///
-    /// ```
-    /// let config = redisson_lock::Config::new("redis://127.0.0.1/").with_batching(true);
-    /// assert!(config.batching());
-    /// ```
-    pub fn with_batching(mut self, on: bool) -> Self {
-        self.batching = on;
-        self
-    }
-
-    /// See [`Config::with_batching`].
-    pub fn batching(&self) -> bool {
-        self.batching
-    }
-
-    /// Failover awareness (on by default). Through Sentinel, the client listens on the
-    /// sentinels' own pub/sub for `+switch-master` of its master, and notices too when the
-    /// command connection finds a different master after a connection error or a `READONLY`
-    /// reply. On either, the watchdog re-verifies every watchdog hold on the new master at
-    /// once, out of its turn: a hold the new master lacks (a write that never reached the
-    /// promoted replica) is reported lost ([`LockGuard::is_lost`](crate::LockGuard::is_lost),
-    /// `lost()`, the lost-lease metric) within about a second of the switch, not at the next
-    /// renewal a third of the watchdog timeout later. Off: holds are checked only at the
-    /// watchdog's regular renewals (the client still follows `+switch-master` to the new
-    /// master at once, as Redisson does: that is not optional).
-    ///
-    /// On a Redis Cluster, where redis-rs follows `MOVED` without telling, the client polls
-    /// the slot map instead: one `CLUSTER SLOTS` to one node every 500 ms. When a slot has a
-    /// new master (a failover, a slot moved), the connection's own slot map is brought up to
-    /// date and the watchdog runs the same out-of-turn pass, so a hold the new master lacks is
-    /// reported lost within about a second of the switch. It has no effect on standalone
-    /// servers.
-    ///
-    /// ```
-    /// let config = redisson_lock::Config::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
-    ///     .with_failover_awareness(false);
-    /// assert!(!config.failover_awareness());
-    /// ```
-    pub fn with_failover_awareness(mut self, on: bool) -> Self {
-        self.failover_awareness = on;
-        self
-    }
-
-    /// See [`Config::with_failover_awareness`].
-    pub fn failover_awareness(&self) -> bool {
-        self.failover_awareness
     }
 
     /// TLS settings for `rediss://` URLs: a CA of your own, a client certificate (mutual TLS),
@@ -488,10 +432,6 @@ impl Config {
             }
         }
     }
-    /// See [`Config::with_sharded_pubsub`].
-    pub fn sharded_pubsub(&self) -> ShardedPubSub {
-        self.sharded_pubsub
-    }
     /// The effective replica sync timeout (see [`Config::with_replica_sync`]).
     pub fn replica_sync(&self) -> Option<Duration> {
         match self.replica_sync {
@@ -501,38 +441,6 @@ impl Config {
                 _ => Some(DEFAULT_REPLICA_SYNC_TIMEOUT),
             },
         }
-    }
-    /// See [`Config::with_watchdog_timeout`].
-    pub fn watchdog_timeout(&self) -> Duration {
-        self.watchdog_timeout
-    }
-    /// See [`Config::with_response_timeout`].
-    pub fn response_timeout(&self) -> Duration {
-        self.response_timeout
-    }
-    /// See [`Config::with_connection_timeout`].
-    pub fn connection_timeout(&self) -> Duration {
-        self.connection_timeout
-    }
-    /// See [`Config::with_subscription_timeout`].
-    pub fn subscription_timeout(&self) -> Duration {
-        self.subscription_timeout
-    }
-    /// See [`Config::with_fair_lock_wait_timeout`].
-    pub fn fair_lock_wait_timeout(&self) -> Duration {
-        self.fair_lock_wait_timeout
-    }
-    /// See [`Config::with_writer_preference`].
-    pub fn writer_preference(&self) -> bool {
-        self.writer_preference
-    }
-    /// See [`Config::with_retry_attempts`].
-    pub fn retry_attempts(&self) -> u32 {
-        self.retry_attempts
-    }
-    /// See [`Config::with_retry_delay`].
-    pub fn retry_delay(&self) -> Duration {
-        self.retry_delay
     }
     /// Delay before try number `attempt` (0-based): `retry_delay * 2^attempt`, capped.
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {

@@ -43,7 +43,7 @@ mod schedules;
 mod subconn;
 
 pub(crate) use subconn::Source;
-use subconn::{Event, SubConn};
+use subconn::{subscribe_checked, with_timeout, Event, SubConn};
 
 /// Redisson's `READ_UNLOCK_MESSAGE`: wakes every waiter (`0` and anything else wakes one).
 pub(crate) const WAKE_ALL: &[u8] = b"1";
@@ -106,12 +106,17 @@ impl Channel {
     /// each try, so it stops waiting instead of sleeping on a channel nobody subscribes.
     pub(crate) fn refusal(&self) -> Option<LockError> {
         match &*self.state.borrow() {
-            SubState::Refused(detail) => Some(LockError::ChannelDenied {
-                channel: self.name.clone(),
-                detail: detail.to_string(),
-            }),
+            SubState::Refused(detail) => Some(denied(&self.name, detail)),
             _ => None,
         }
+    }
+}
+
+/// [`LockError::ChannelDenied`] for `channel`, with the server's words.
+fn denied(channel: &str, detail: &str) -> LockError {
+    LockError::ChannelDenied {
+        channel: channel.to_owned(),
+        detail: detail.to_owned(),
     }
 }
 
@@ -160,24 +165,13 @@ impl PubSub {
         timeout: Duration,
         wake: Wake,
     ) -> Result<Arc<Channel>> {
-        let channel = self.entry(name, wake);
+        let channel = entry(&self.shared, name, wake);
         let mut state = channel.state.subscribe();
-        let settled = match tokio::time::timeout(
-            timeout,
-            state.wait_for(|s| *s != SubState::Pending),
-        )
-        .await
-        {
-            Ok(Ok(s)) => s.clone(),
-            _ => SubState::Pending,
-        };
-        match settled {
-            SubState::Confirmed => Ok(channel),
-            SubState::Refused(detail) => Err(LockError::ChannelDenied {
-                channel: name.to_owned(),
-                detail: detail.to_string(),
-            }),
-            SubState::Pending => Err(LockError::Timeout {
+        let settled = tokio::time::timeout(timeout, state.wait_for(|s| *s != SubState::Pending));
+        match settled.await.ok().and_then(Result::ok).map(|s| s.clone()) {
+            Some(SubState::Confirmed) => Ok(channel),
+            Some(SubState::Refused(detail)) => Err(denied(name, &detail)),
+            _ => Err(LockError::Timeout {
                 what: "subscribing to the unlock channel",
                 waited: timeout,
             }),
@@ -209,41 +203,25 @@ impl PubSub {
             .filter(|e| e.value().strong_count() > 0)
             .count()
     }
-
-    fn entry(&self, name: &str, wake: Wake) -> Arc<Channel> {
-        entry(&self.shared, name, wake)
-    }
 }
 
 /// The live entry of `name`, or a fresh one (its subscription queued) when there is none or
 /// only a dying one (its last `Arc` gone, its `Drop` not yet run).
 fn entry(shared: &Arc<Shared>, name: &str, wake: Wake) -> Arc<Channel> {
-    use dashmap::mapref::entry::Entry;
     crate::sched::point();
-    let fresh = || {
-        Arc::new(Channel {
-            name: name.to_owned(),
-            notify: Notify::new(),
-            wake,
-            state: watch::channel(SubState::Pending).0,
-            shared: Arc::downgrade(shared),
-        })
-    };
-    let channel = match shared.channels.entry(name.to_owned()) {
-        Entry::Occupied(mut e) => match e.get().upgrade() {
-            Some(c) => return c,
-            None => {
-                let c = fresh();
-                e.insert(Arc::downgrade(&c));
-                c
-            }
-        },
-        Entry::Vacant(e) => {
-            let c = fresh();
-            e.insert(Arc::downgrade(&c));
-            c
-        }
-    };
+    let mut slot = shared.channels.entry(name.to_owned()).or_default();
+    if let Some(c) = slot.upgrade() {
+        return c;
+    }
+    let channel = Arc::new(Channel {
+        name: name.to_owned(),
+        notify: Notify::new(),
+        wake,
+        state: watch::channel(SubState::Pending).0,
+        shared: Arc::downgrade(shared),
+    });
+    *slot = Arc::downgrade(&channel);
+    drop(slot);
     let _ = shared.commands.send(name.to_owned());
     channel
 }
@@ -260,7 +238,6 @@ fn live(shared: &Shared, name: &str) -> Option<Arc<Channel>> {
     channel
 }
 
-/// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
 /// Sleeps the reconnect pause (the subscriber retries for as long as the client lives).
 async fn backoff(retry: &mut Retry<'_>) {
     if let Some(pause) = retry.pause() {
@@ -268,6 +245,7 @@ async fn backoff(retry: &mut Retry<'_>) {
     }
 }
 
+/// The subscriber task: owns the connection, applies (un)subscriptions, dispatches messages.
 async fn run(
     shared: Weak<Shared>,
     source: Source,
@@ -332,13 +310,7 @@ async fn run(
         // Disconnected: waiters keep their TTL-bounded waits; new subscribers wait for the
         // reconnect (bounded by the subscription timeout).
         if let Some(sh) = shared.upgrade() {
-            // Outside the map, as in `wake_all`: dropping a last reference removes its entry.
-            let channels: Vec<Arc<Channel>> = sh
-                .channels
-                .iter()
-                .filter_map(|e| e.value().upgrade())
-                .collect();
-            for c in &channels {
+            for c in &upgraded(&sh) {
                 c.state.send_if_modified(|s| {
                     let was = *s == SubState::Confirmed;
                     if was {
@@ -443,17 +415,18 @@ fn wake(c: &Arc<Channel>, payload: &[u8]) {
 }
 
 fn wake_all(shared: &Shared) {
-    // Collected first and woken outside the map: the last reference to a channel may be ours
-    // (its waiter gone meanwhile), and dropping it runs `Channel::drop`, which removes the entry
-    // from this map; under the iterator's shard lock that would deadlock.
-    let channels: Vec<Arc<Channel>> = shared
-        .channels
-        .iter()
-        .filter_map(|e| e.value().upgrade())
-        .collect();
-    for c in &channels {
+    for c in &upgraded(shared) {
         c.notify.notify_waiters();
     }
+}
+
+/// Every live channel, collected to be used outside the map: the last reference to a channel
+/// may be ours (its waiter gone meanwhile), and dropping it runs `Channel::drop`, which removes
+/// the entry from this map; under the iterator's shard lock that would deadlock.
+fn upgraded(shared: &Shared) -> Vec<Arc<Channel>> {
+    (shared.channels.iter())
+        .filter_map(|e| e.value().upgrade())
+        .collect()
 }
 
 /// Brings the connection's subscriptions in line with the registry for `names`. A channel the
@@ -545,44 +518,5 @@ fn subscribed(
                 active.insert(n);
             }
         }
-    }
-}
-
-/// Subscribes to `names` and returns those the server's ACL refused (`NOPERM`), with its error.
-/// The server refuses a whole command for one forbidden channel, so a refused batch is tried
-/// again one channel at a time to tell which. Any other error is the connection's.
-async fn subscribe_checked(
-    conn: &mut SubConn,
-    names: &[String],
-    timeout: Duration,
-) -> redis::RedisResult<Vec<(String, redis::RedisError)>> {
-    let refusal = |e: &redis::RedisError| e.code() == Some("NOPERM");
-    match with_timeout(timeout, conn.subscribe(names)).await {
-        Ok(()) => return Ok(Vec::new()),
-        Err(e) if !refusal(&e) => return Err(e),
-        Err(e) if names.len() == 1 => return Ok(vec![(names[0].clone(), e)]),
-        Err(_) => {}
-    }
-    let mut refused = Vec::new();
-    for name in names {
-        match with_timeout(timeout, conn.subscribe(std::slice::from_ref(name))).await {
-            Ok(()) => {}
-            Err(e) if refusal(&e) => refused.push((name.clone(), e)),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(refused)
-}
-
-async fn with_timeout<T>(
-    timeout: Duration,
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
-) -> redis::RedisResult<T> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "pub/sub command timed out",
-        ))),
     }
 }

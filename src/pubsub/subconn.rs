@@ -2,7 +2,8 @@
 //! master; RESP2 pub/sub where the server refuses RESP3) or a RESP3 cluster connection, whose
 //! pushes carry the messages, behind one subscribe / unsubscribe / next-event interface. The
 //! RESP3 connections are named as the command connection is (`conn/naming.rs`), before they
-//! subscribe (a RESP2 subscriber could not send `CLIENT SETNAME`).
+//! subscribe (a RESP2 subscriber could not send `CLIENT SETNAME`). Each call is bounded by a
+//! timeout (`with_timeout`); `subscribe_checked` tells an ACL refusal from a broken connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -187,7 +188,7 @@ async fn open_single(client: &redis::Client, name: &str, within: Duration) -> Re
     let resp3 = redis::Client::open(info.set_redis_settings(settings))?;
     let (tx, pushes) = mpsc::unbounded_channel();
     // No reply timeout of redis-rs' own (500 ms by default): the subscriber bounds its calls
-    // with the configured timeouts (`pubsub::apply`).
+    // with the configured timeouts (`with_timeout`).
     let config = redis::AsyncConnectionConfig::new()
         .set_push_sender(tx)
         .set_connection_timeout(Some(within))
@@ -213,4 +214,42 @@ async fn open_single(client: &redis::Client, name: &str, within: Duration) -> Re
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Subscribes to `names` and returns those the server's ACL refused (`NOPERM`), with its error.
+/// The server refuses a whole command for one forbidden channel, so a refused batch is tried
+/// again one channel at a time to tell which. Any other error is the connection's.
+pub(super) async fn subscribe_checked(
+    conn: &mut SubConn,
+    names: &[String],
+    timeout: Duration,
+) -> redis::RedisResult<Vec<(String, redis::RedisError)>> {
+    let refusal = |e: &redis::RedisError| e.code() == Some("NOPERM");
+    match with_timeout(timeout, conn.subscribe(names)).await {
+        Ok(()) => return Ok(Vec::new()),
+        Err(e) if !refusal(&e) => return Err(e),
+        Err(e) if names.len() == 1 => return Ok(vec![(names[0].clone(), e)]),
+        Err(_) => {}
+    }
+    let mut refused = Vec::new();
+    for name in names {
+        match with_timeout(timeout, conn.subscribe(std::slice::from_ref(name))).await {
+            Ok(()) => {}
+            Err(e) if refusal(&e) => refused.push((name.clone(), e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(refused)
+}
+
+pub(super) async fn with_timeout<T>(
+    timeout: Duration,
+    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| {
+            let e = std::io::Error::new(std::io::ErrorKind::TimedOut, "pub/sub command timed out");
+            Err(e.into())
+        })
 }

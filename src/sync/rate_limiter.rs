@@ -7,86 +7,20 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::{deadline, epoch_ms, remaining, Named};
-use crate::config::millis;
 use crate::error::{from_script, LockError, Result};
 use crate::keys::suffix_name;
 use crate::observe;
 use crate::scripts::{self, RateKeys};
 use crate::shared::Client;
 
+mod config;
+
+pub use config::{RateLimiterConfig, RateType};
+
 /// Redisson's message when the configuration hash is missing or incomplete.
 const NOT_INITIALIZED: &str = "RateLimiter is not initialized";
 /// Redisson's message when one request wants more permits than the rate.
 const EXCEEDS_RATE: &str = "Requested permits amount cannot exceed defined rate";
-/// Redisson's message for a keep-alive shorter than the interval.
-const KEEP_ALIVE_SHORT: &str =
-    "The parameter keepAliveTime should be greater than or equal to rateInterval";
-
-/// Whose window a [`RateLimiter`] counts (Redisson's `RateType`; stored as its ordinal).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RateType {
-    /// One window shared by every client (`OVERALL`, stored as `0`).
-    Overall,
-    /// One window per client, i.e. per [`Client`](crate::Client) here and per `RedissonClient`
-    /// in Java (`PER_CLIENT`, stored as `1`).
-    PerClient,
-}
-
-impl RateLimiterConfig {
-    /// `rate` permits in any window of `interval`, counted as `rate_type` says; no keep-alive.
-    /// Checked when it is written (a zero rate, an interval under 1 ms are refused there).
-    pub fn new(rate_type: RateType, rate: u32, interval: Duration) -> Self {
-        RateLimiterConfig {
-            rate_type,
-            rate,
-            interval,
-            keep_alive: None,
-        }
-    }
-
-    /// Every key of the limiter expires `keep_alive` after its last use (Redisson's
-    /// `keepAliveTime`); zero means none. It must be at least the interval.
-    pub fn with_keep_alive(mut self, keep_alive: Duration) -> Self {
-        self.keep_alive = Some(keep_alive).filter(|k| !k.is_zero());
-        self
-    }
-}
-
-impl RateType {
-    fn ordinal(self) -> u8 {
-        match self {
-            RateType::Overall => 0,
-            RateType::PerClient => 1,
-        }
-    }
-}
-
-/// A rate limiter's configuration: what [`RateLimiter::try_set_rate`] and
-/// [`RateLimiter::set_rate`] write and [`RateLimiter::config`] reads back from its hash.
-///
-/// The two durations are named, not positional: [`new`](Self::new) takes the window, and
-/// [`with_keep_alive`](Self::with_keep_alive) the keys' lifetime.
-///
-/// ```
-/// use std::time::Duration;
-/// use redisson_lock::{RateLimiterConfig, RateType};
-/// let c = RateLimiterConfig::new(RateType::Overall, 100, Duration::from_secs(1))
-///     .with_keep_alive(Duration::from_secs(3600));
-/// assert_eq!((c.rate, c.keep_alive), (100, Some(Duration::from_secs(3600))));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RateLimiterConfig {
-    /// Whose window counts.
-    pub rate_type: RateType,
-    /// Permits per interval.
-    pub rate: u32,
-    /// The window's length.
-    pub interval: Duration,
-    /// How long the limiter's keys live after their last use (`None`: for ever; absent in data
-    /// written by Redisson 3.x).
-    pub keep_alive: Option<Duration>,
-}
 
 /// A distributed rate limiter, wire-compatible with Redisson's `RRateLimiter`
 /// ([`Client::get_rate_limiter`](crate::Client::get_rate_limiter)): at most `rate` permits are
@@ -151,14 +85,21 @@ struct Inner {
     client_permits: String,
 }
 
+impl std::ops::Deref for Inner {
+    type Target = Named;
+    fn deref(&self) -> &Named {
+        &self.named
+    }
+}
+
 /// The metrics' `kind` label.
 const KIND: &str = "rate_limiter";
 
 impl Inner {
     fn keys(&self) -> RateKeys<'_> {
         RateKeys {
-            name: &self.named.name,
-            value: &self.named.channel,
+            name: &self.name,
+            value: &self.channel,
             client_value: &self.client_value,
             permits: &self.permits,
             client_permits: &self.client_permits,
@@ -167,8 +108,16 @@ impl Inner {
 
     fn refused(&self, reason: &'static str) -> LockError {
         LockError::RateLimiter {
-            name: self.named.name.clone(),
+            name: self.name.clone(),
             reason,
+        }
+    }
+
+    /// A script's reply, where `-1` means the configuration is missing.
+    fn initialized(&self, reply: i64) -> Result<i64> {
+        match reply {
+            -1 => Err(self.refused(NOT_INITIALIZED)),
+            n => Ok(n),
         }
     }
 
@@ -177,41 +126,17 @@ impl Inner {
         let mut id = [0u8; 16];
         rand::rng().fill_bytes(&mut id);
         let inv = scripts::rate_acquire(&self.keys(), permits, epoch_ms(), &id);
-        match self.named.once::<Option<i64>>(&inv).await? {
+        match self.once::<Option<i64>>(&inv).await? {
             None => Ok(None),
             Some(-1) => Err(self.refused(NOT_INITIALIZED)),
             Some(-2) => Err(self.refused(EXCEEDS_RATE)),
             Some(ms) if ms >= 0 => Ok(Some(Duration::from_millis(ms as u64))),
             Some(other) => Err(LockError::UnexpectedReply {
-                key: self.named.name.clone(),
+                key: self.name.clone(),
                 reply: other.to_string(),
             }),
         }
     }
-}
-
-/// The checks on a configuration, before anything is sent: `(rate, interval ms, keep ms)`.
-fn check_rate(config: &RateLimiterConfig) -> Result<(u64, u64, u64)> {
-    let (rate, interval, keep_alive) = (u64::from(config.rate), config.interval, config.keep_alive);
-    if rate == 0 {
-        return Err(LockError::InvalidArgument("the rate must be at least 1"));
-    }
-    let interval_ms = millis(interval);
-    if interval_ms == 0 {
-        return Err(LockError::InvalidArgument(
-            "the interval must be at least 1 ms",
-        ));
-    }
-    let keep_ms = keep_alive.map_or(0, millis);
-    if keep_ms != 0 && keep_ms < interval_ms {
-        return Err(LockError::InvalidArgument(KEEP_ALIVE_SHORT));
-    }
-    if interval_ms > i64::MAX as u64 || keep_ms > i64::MAX as u64 {
-        return Err(LockError::InvalidArgument(
-            "the interval and keep-alive must fit Java's long in ms",
-        ));
-    }
-    Ok((rate, interval_ms, keep_ms))
 }
 
 impl RateLimiter {
@@ -239,7 +164,7 @@ impl RateLimiter {
 
     /// The rate limiter's name (its configuration hash).
     pub fn name(&self) -> &str {
-        &self.inner.named.name
+        &self.inner.name
     }
 
     pub(super) fn named(&self) -> &Named {
@@ -251,8 +176,8 @@ impl RateLimiter {
     pub(super) fn all_keys(&self) -> [&str; 5] {
         let i = &self.inner;
         [
-            &i.named.name,
-            &i.named.channel,
+            &i.name,
+            &i.channel,
             &i.client_value,
             &i.permits,
             &i.client_permits,
@@ -281,8 +206,8 @@ impl RateLimiter {
     /// # Ok(()) })
     /// ```
     pub async fn delete(&self) -> Result<bool> {
-        self.inner.named.check()?;
-        let mut conn = self.inner.named.client.conn_synced();
+        self.inner.check()?;
+        let mut conn = self.inner.client.conn_synced();
         let n: i64 = redis::cmd("DEL")
             .arg(&self.all_keys()[..])
             .query_async(&mut conn)
@@ -304,19 +229,11 @@ impl RateLimiter {
     ///
     /// One script: dropped, it ran entirely or not at all.
     pub async fn try_set_rate(&self, config: RateLimiterConfig) -> Result<bool> {
-        let (rate, interval_ms, keep_ms) = check_rate(&config)?;
-        let rate_type = config.rate_type;
-        self.inner.named.check()?;
-        let inv = scripts::rate_try_set(
-            &self.inner.named.name,
-            rate,
-            interval_ms,
-            rate_type.ordinal(),
-            keep_ms,
-        );
+        let (rate, interval_ms, rate_type, keep_ms) = self.checked(&config)?;
+        let inv = scripts::rate_try_set(&self.inner.name, rate, interval_ms, rate_type, keep_ms);
         // Repeating it after a lost reply cannot set twice; it may report `false` for a set
         // that did happen.
-        let set: i64 = self.inner.named.repeatable(&inv).await?;
+        let set: i64 = self.inner.repeatable(&inv).await?;
         Ok(set == 1)
     }
 
@@ -331,18 +248,16 @@ impl RateLimiter {
     ///
     /// One script: dropped, it ran entirely or not at all.
     pub async fn set_rate(&self, config: RateLimiterConfig) -> Result<()> {
-        let (rate, interval_ms, keep_ms) = check_rate(&config)?;
-        let rate_type = config.rate_type;
-        self.inner.named.check()?;
-        let inv = scripts::rate_set(
-            &self.inner.keys(),
-            rate,
-            interval_ms,
-            rate_type.ordinal(),
-            keep_ms,
-        );
-        self.inner.named.repeatable::<i64>(&inv).await?;
-        Ok(())
+        let (rate, interval_ms, rate_type, keep_ms) = self.checked(&config)?;
+        let inv = scripts::rate_set(&self.inner.keys(), rate, interval_ms, rate_type, keep_ms);
+        self.inner.repeatable::<i64>(&inv).await.map(|_| ())
+    }
+
+    /// `config` checked ([`RateLimiterConfig::checked`]), then the name: `(rate, interval ms, type, keep ms)`.
+    fn checked(&self, config: &RateLimiterConfig) -> Result<(u64, u64, u8, u64)> {
+        let (rate, interval_ms, keep_ms) = config.checked()?;
+        self.inner.check()?;
+        Ok((rate, interval_ms, config.rate_type.ordinal(), keep_ms))
     }
 
     /// The configuration (Redisson's `getConfig`); `None` when the limiter is not configured
@@ -357,9 +272,9 @@ impl RateLimiter {
     ///
     /// A read: dropping it changes nothing.
     pub async fn config(&self) -> Result<Option<RateLimiterConfig>> {
-        self.inner.named.check()?;
-        let name = &self.inner.named.name;
-        let mut conn = self.inner.named.client.conn();
+        self.inner.check()?;
+        let name = &self.inner.name;
+        let mut conn = self.inner.client.conn();
         let map: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(name)
             .query_async(&mut conn)
@@ -368,32 +283,12 @@ impl RateLimiter {
         if map.is_empty() {
             return Ok(None);
         }
-        let bad = || LockError::UnexpectedReply {
-            key: name.clone(),
-            reply: format!("{map:?}"),
-        };
-        let num = |field: &str| -> Result<u64> {
-            map.get(field)
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or_else(bad)
-        };
-        let rate_type = match map.get("type").map(String::as_str) {
-            Some("0") => RateType::Overall,
-            Some("1") => RateType::PerClient,
-            _ => return Err(bad()),
-        };
-        let keep_alive = match map.get("keepAliveTime") {
-            None => None,
-            Some(_) => Some(num("keepAliveTime")?)
-                .filter(|&ms| ms > 0)
-                .map(Duration::from_millis),
-        };
-        Ok(Some(RateLimiterConfig {
-            rate_type,
-            rate: u32::try_from(num("rate")?).map_err(|_| bad())?,
-            interval: Duration::from_millis(num("interval")?),
-            keep_alive,
-        }))
+        RateLimiterConfig::from_hash(&map)
+            .map(Some)
+            .ok_or_else(|| LockError::UnexpectedReply {
+                key: name.clone(),
+                reply: format!("{map:?}"),
+            })
     }
 
     /// The permits left in the current window (Redisson's `availablePermits`). Like Redisson's,
@@ -408,12 +303,10 @@ impl RateLimiter {
     ///
     /// One script: dropped, it ran entirely or not at all (and what it writes changes no count).
     pub async fn available_permits(&self) -> Result<i64> {
-        self.inner.named.check()?;
+        self.inner.check()?;
         let inv = scripts::rate_available(&self.inner.keys(), epoch_ms());
-        match self.inner.named.repeatable::<i64>(&inv).await? {
-            -1 => Err(self.inner.refused(NOT_INITIALIZED)),
-            n => Ok(n),
-        }
+        self.inner
+            .initialized(self.inner.repeatable::<i64>(&inv).await?)
     }
 
     /// Takes one permit, waiting for as long as it takes (Redisson's `acquire()`).
@@ -520,31 +413,25 @@ impl RateLimiter {
 
     async fn wait_for(&self, permits: u32, deadline: Option<std::time::Instant>) -> Result<bool> {
         let permits = u64::from(permits);
-        self.inner.named.check()?;
+        self.inner.check()?;
         if permits == 0 {
             return Ok(true);
         }
-        let op = self.inner.named.observe_as("acquire", KIND);
-        observe::acquire(op, permits, self.take_within(permits, deadline)).await
-    }
-
-    async fn take_within(
-        &self,
-        permits: u64,
-        deadline: Option<std::time::Instant>,
-    ) -> Result<bool> {
-        let mut parked = None;
-        loop {
-            let Some(delay) = self.inner.take(permits).await? else {
-                return Ok(true);
-            };
-            // The last try is at the deadline; after it, give up.
-            let Some(left) = remaining(deadline) else {
-                return Ok(false);
-            };
-            parked.get_or_insert_with(|| observe::Parked::new(KIND));
-            tokio::time::sleep(delay.min(left)).await;
-        }
+        let taking = async {
+            let mut parked = None;
+            loop {
+                let Some(delay) = self.inner.take(permits).await? else {
+                    return Ok(true);
+                };
+                // The last try is at the deadline; after it, give up.
+                let Some(left) = remaining(deadline) else {
+                    return Ok(false);
+                };
+                parked.get_or_insert_with(|| observe::Parked::new(KIND));
+                tokio::time::sleep(delay.min(left)).await;
+            }
+        };
+        observe::acquire(self.inner.observe_as("acquire", KIND), permits, taking).await
     }
 
     /// Gives one permit back to the window before its interval ends (Redisson 4.x's
@@ -576,7 +463,7 @@ impl RateLimiter {
     /// reply (it could give back twice).
     pub async fn release_many(&self, permits: u32) -> Result<()> {
         let permits = u64::from(permits);
-        self.inner.named.check()?;
+        self.inner.check()?;
         if permits == 0 {
             return Ok(());
         }
@@ -584,9 +471,7 @@ impl RateLimiter {
         let named = &self.inner.named;
         let releasing = named.once::<i64>(&inv);
         let op = named.observe_as("release", KIND);
-        match observe::release(op, permits, releasing, |_| "released").await? {
-            -1 => Err(self.inner.refused(NOT_INITIALIZED)),
-            _ => Ok(()),
-        }
+        let n = observe::release(op, permits, releasing, |_| "released").await?;
+        self.inner.initialized(n).map(|_| ())
     }
 }

@@ -12,7 +12,7 @@ use crate::keys::{self, prefix_name, SEMAPHORE_CHANNEL_PREFIX};
 use crate::observe;
 use crate::pubsub::Wake;
 use crate::retry::{Retry, Transient};
-use crate::scripts::{self, SemKeys};
+use crate::scripts::{self, Call, SemKeys};
 use crate::shared::Client;
 
 /// The shortest life of a request receipt: how long an acquire whose reply was lost can still
@@ -190,11 +190,7 @@ impl Semaphore {
     ///
     /// [`LockError::WrongType`] when the key holds another type; connection errors.
     pub async fn try_set_permits(&self, permits: i32) -> Result<bool> {
-        self.inner.check()?;
-        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, 0);
-        // Repeating it after a lost reply cannot set twice; it may report `false` for a set
-        // that did happen.
-        Ok(self.inner.repeatable::<i64>(&inv).await? == 1)
+        self.try_set(permits, None).await
     }
 
     /// [`try_set_permits`](Semaphore::try_set_permits) with a time to live: the semaphore's
@@ -221,9 +217,15 @@ impl Semaphore {
     /// # Ok(()) })
     /// ```
     pub async fn try_set_permits_with_ttl(&self, permits: i32, ttl: Duration) -> Result<bool> {
+        self.try_set(permits, Some(ttl)).await
+    }
+
+    async fn try_set(&self, permits: i32, ttl: Option<Duration>) -> Result<bool> {
         self.inner.check()?;
-        super::check_ttl(ttl)?;
-        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, millis(ttl));
+        ttl.map_or(Ok(()), super::check_ttl)?;
+        let inv = scripts::semaphore_try_set(&self.inner.keys(), permits, ttl.map_or(0, millis));
+        // Repeating it after a lost reply cannot set twice; it may report `false` for a set
+        // that did happen.
         Ok(self.inner.repeatable::<i64>(&inv).await? == 1)
     }
 
@@ -428,26 +430,8 @@ impl Semaphore {
     /// [`LockError::InvalidArgument`] for more than `i32::MAX` permits; connection errors once
     /// the retries (all with one receipt, so the permits are added once) are spent.
     pub async fn release_many(&self, permits: u32) -> Result<()> {
-        self.inner.check()?;
-        check_permits(permits)?;
-        if permits == 0 {
-            return Ok(());
-        }
-        let inner = self.inner.clone();
-        let releasing = detached("release", async move {
-            let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
-            let inv =
-                scripts::semaphore_release(&inner.keys(), &receipt, permits, inner.receipt_ms());
-            let r = inner.repeatable::<i64>(&inv).await;
-            if r.is_ok() {
-                inner.client.delete_latch(receipt);
-            }
-            r
-        });
-        let op = self.inner.observe_as("release", "semaphore");
-        observe::release(op, permits.into(), releasing, |_| "released")
-            .await
-            .map(|_| ())
+        let released = self.release_with(permits, scripts::semaphore_release, |_| "released");
+        released.await.map(|_| ())
     }
 
     /// Releases `permits` only if the semaphore exists (Redisson's `releaseIfExists`): `false`,
@@ -476,20 +460,32 @@ impl Semaphore {
     /// # Ok(()) })
     /// ```
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        let script = scripts::semaphore_release_if_exists;
+        let released = self.release_with(permits, script, |&n| match n {
+            1 => "released",
+            _ => "not_held",
+        });
+        released.await.map(|n| n == 1)
+    }
+
+    /// A release `script` of `permits`, in a task of its own (a dropped release still
+    /// completes), its retries sharing one receipt; `outcome` reads its reply for the metrics.
+    /// Zero permits send nothing (`Ok(0)`).
+    async fn release_with(
+        &self,
+        permits: u32,
+        script: fn(&SemKeys<'_>, &str, u32, u64) -> Call,
+        outcome: fn(&i64) -> &'static str,
+    ) -> Result<i64> {
         self.inner.check()?;
         check_permits(permits)?;
         if permits == 0 {
-            return Ok(false);
+            return Ok(0); // nothing sent
         }
         let inner = self.inner.clone();
         let releasing = detached("release", async move {
             let receipt = keys::semaphore_receipt(&inner.name, &keys::request_id());
-            let inv = scripts::semaphore_release_if_exists(
-                &inner.keys(),
-                &receipt,
-                permits,
-                inner.receipt_ms(),
-            );
+            let inv = script(&inner.keys(), &receipt, permits, inner.receipt_ms());
             let r = inner.repeatable::<i64>(&inv).await;
             if r.is_ok() {
                 inner.client.delete_latch(receipt);
@@ -497,12 +493,7 @@ impl Semaphore {
             r
         });
         let op = self.inner.observe_as("release", "semaphore");
-        observe::release(op, permits.into(), releasing, |&n| match n {
-            1 => "released",
-            _ => "not_held",
-        })
-        .await
-        .map(|n| n == 1)
+        observe::release(op, permits.into(), releasing, outcome).await
     }
 
     /// The permits available now (Redisson's `availablePermits`): 0 when the semaphore does

@@ -469,3 +469,53 @@ async fn add_permits_grows_and_shrinks_the_pool_as_java_does() {
     assert_ne!(got, held_id);
     assert_eq!(held(&mut raw, ours).await.len(), 2);
 }
+
+/// A permit released after its lease ran out, before anything reclaimed it, goes back to the
+/// pool (its count published) and is reported as not released, as Redisson's `tryRelease`
+/// (its script answers 0 there, `EVAL_BOOLEAN` false) and `release` (which throws
+/// `IllegalArgumentException`) do: ours answers `false` and `UnknownPermit`, Java's own script
+/// on the same data answers 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_released_after_its_lease_is_returned_and_reported_as_java_does() {
+    let name = "pes:late-release";
+    let (server, client, mut raw) = fixture().await;
+    let (timeouts, channel) = (pes_timeouts(name), sem_channel(name));
+    let sem = client.get_permit_expirable_semaphore(name);
+    sem.try_set_permits(3).await.unwrap();
+    let leased = sem.with_lease(Duration::from_secs(600));
+    let (a, b, c) = (
+        leased.acquire().await.unwrap(),
+        leased.acquire().await.unwrap(),
+        leased.acquire().await.unwrap(),
+    );
+    // Time passing, by hand: every lease ended a second ago.
+    for id in [&a, &b, &c] {
+        let past = now_ms() - 1_000;
+        let _: () = raw.zadd(&timeouts, unhex(id.as_str()), past).await.unwrap();
+    }
+    let mut messages = Listener::start(&server, &channel).await;
+
+    assert!(!sem.try_release(&a).await.unwrap());
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("1"));
+    let e = sem.release(&b).await.unwrap_err();
+    assert!(
+        matches!(e, LockError::UnknownPermit { .. }) && e.is_invalid_argument(),
+        "{e:?}"
+    );
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("2"));
+    let now = now_ms().to_string();
+    let java = eval_bytes(
+        &mut raw,
+        redisson::PES_TRY_RELEASE,
+        &[name, &channel, &timeouts],
+        &[&unhex(c.as_str()), b"1", now.as_bytes(), b"PUBLISH"],
+    )
+    .await;
+    assert_eq!(java, redis::Value::Int(0), "Java's tryRelease: false");
+    assert_eq!(messages.next(WAIT).await.as_deref(), Some("3"));
+    assert!(held(&mut raw, name).await.is_empty());
+    assert_eq!(get_str(&mut raw, name).await.as_deref(), Some("3"));
+    // Released already: now unknown, and nothing more is published.
+    assert!(!sem.try_release(&a).await.unwrap());
+    assert!(messages.next(QUIET).await.is_none());
+}
