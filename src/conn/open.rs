@@ -113,7 +113,11 @@ fn node_config(config: &Config) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_response_timeout(Some(reply_timeout(config)))
         .set_connection_timeout(Some(config.connection_timeout()))
-        .set_number_of_retries(config.retry_attempts() as usize)
+        // One quick reconnect after a dropped connection; the crate's own `Retry` makes the
+        // tries `Config::with_retry_attempts` counts. The manager retried as many times again
+        // inside each of them: a call on a dead server took 16 connection attempts and about
+        // 15 s to fail instead of 4 and about 1 s.
+        .set_number_of_retries(1)
         .set_min_delay(config.retry_delay())
         .set_max_delay(crate::config::MAX_RETRY_DELAY)
 }

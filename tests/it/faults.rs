@@ -136,6 +136,9 @@ async fn lock_fails_with_a_connection_error_while_the_server_is_down() {
     lock.lock().await.unwrap().unlock().await.unwrap();
 
     tokio::task::block_in_place(|| server.kill());
+    // About 1 s with these settings (4 tries, pauses from 50 ms). It took 14.8 s, right at
+    // WAIT, while the connection manager retried each of the crate's tries 4 times over: a
+    // loaded machine failed this test about one run in four.
     let r = tokio::time::timeout(WAIT, lock.lock())
         .await
         .expect("lock() hung on a dead server");
@@ -154,6 +157,63 @@ async fn lock_fails_with_a_connection_error_while_the_server_is_down() {
     assert!(ok, "client did not recover after the server came back");
     let mut raw = server.conn().await;
     assert!(!exists(&mut raw, name).await);
+}
+
+/// `Config::with_retry_attempts` bounds the connections a call makes: the connection manager
+/// under the crate's own tries reconnects once, no longer as many times again as the crate
+/// tries. Against a port that takes every connection and drops it at once (a proxy whose
+/// backend is gone), a `lock()` with 3 tries opened 32 connections before, 16 now (each try
+/// of the first attempt and of the wait loop, its reconnect, and the naming of the new
+/// connection). On a port that refuses connections, the other test here, the failure came
+/// after about 15 s instead of 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_on_a_dead_server_makes_the_tries_it_is_configured_for() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mut server = TestServer::start();
+    let client = server
+        .client_with(|c| {
+            c.with_retry_attempts(3)
+                .with_retry_delay(Duration::from_millis(20))
+        })
+        .await;
+    let lock = client.get_lock("fault:tries");
+    take_and_release(&lock).await;
+    tokio::task::block_in_place(|| server.kill());
+    // The server's port now takes connections and closes each at once, counting them.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", server.port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (accepted, stop) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let acceptor = std::thread::spawn({
+        let (accepted, stop) = (accepted.clone(), stop.clone());
+        move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        accepted.fetch_add(1, Ordering::SeqCst);
+                        drop(conn);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        }
+    });
+    let err = tokio::time::timeout(WAIT, lock.lock())
+        .await
+        .expect("lock() hung on a dead server")
+        .unwrap_err();
+    stop.store(true, Ordering::SeqCst);
+    acceptor.join().unwrap();
+    assert!(err.is_connection_error(), "{err:?}");
+    let n = accepted.load(Ordering::SeqCst);
+    assert!(
+        (1..=20).contains(&n),
+        "{n} connections for a lock() with 3 tries (16 expected; 32 when the manager retried \
+         each try again)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
