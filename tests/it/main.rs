@@ -26,6 +26,7 @@ mod cluster_route;
 mod connect;
 mod count_down_latch;
 mod dropped_guards;
+mod eviction;
 mod failover_aware;
 mod failovers;
 mod fair_linger;
