@@ -6,14 +6,14 @@
 //! fallback whenever this map does not know a slot or a node cannot be reached.
 //!
 //! The connection hands each script over with its slot, known since its call was built
-//! (`scripts::Call`): nothing here reads a command's bytes. The slot map comes from `CLUSTER
-//! SLOTS`, parsed here only ([`parse_slots`]; read at connect, again after a redirection or a
-//! connection error, and on every poll of `cluster_watch`, which reads it through
-//! [`Router::read_slots`]). A `MOVED` reply means the script did
-//! not run: the slot is pointed at the node named in it and the script is sent there (at most
-//! [`REDIRECTS`] times). An `ASK` reply (a slot being migrated, the key already gone) is followed
-//! once with `ASKING` and the script on the named node. A connection error is returned as it is
-//! (the outcome is unknown: the lock code settles it) and the map is read again.
+//! (`scripts::Call`): nothing here reads a command's bytes. The slot map (`cluster_route/map.rs`,
+//! the crate's one reader of `CLUSTER SLOTS`) is read at connect, again after a redirection or
+//! a connection error, and on every poll of `cluster_watch` ([`Router::read_slots`]). A `MOVED`
+//! reply means the script did not run: the slot is pointed at the node named in it and the
+//! script is sent there. An `ASK` reply (a slot being migrated, the key already gone) sends it
+//! again to the named node after `ASKING`. Both at most [`REDIRECTS`] times in all. A connection
+//! error is returned as it is (the outcome is unknown: the lock code settles it) and the map is
+//! read again.
 //!
 //! Group commit sends the operations for one master together ([`Router::send_by_node`]): one
 //! pipeline per master, whatever their slots.

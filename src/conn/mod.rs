@@ -6,7 +6,6 @@
 //! and the trim that undoes an acquire no replica confirmed: that undo must not fail in turn
 //! because the replicas still lag). A synced handle that finds no replica confirming records
 //! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
-
 //!
 //! A lock script comes in typed ([`Peer::send_call`](crate::scripts::Peer): a `scripts::Call`
 //! knows its script, keys and slot) and travels down, never back up: `mod.rs` (the handle, the
