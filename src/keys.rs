@@ -4,8 +4,6 @@
 //! tag unless the name already contains `{` anywhere (it does not check for a matching `}`).
 //! We reproduce `RedissonObject.prefixName`/`suffixName` exactly.
 
-use redis::cluster_routing::Slot;
-
 /// Channel prefix of every Redisson lock (`LockPubSub`).
 pub(crate) const LOCK_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Channel prefix of read-write locks.
@@ -65,10 +63,34 @@ pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     s
 }
 
-/// The Redis Cluster hash slot of a key (redis-rs computes it: CRC16 of the hash tag, the part
-/// between the first `{` and the next `}` when non-empty, or of the whole key).
-pub(crate) fn slot_of(key: &[u8]) -> Slot {
-    Slot::for_key(key)
+/// Hash slots of a Redis Cluster.
+pub(crate) const SLOTS: u16 = 16384;
+
+/// The Redis Cluster hash slot of a key: CRC16/XMODEM of its hash tag (the part between the
+/// first `{` and the next `}` when non-empty) or of the whole key. The crate's one slot
+/// function: the router sends by it, the batcher groups by it, the name checks compare it.
+pub(crate) fn slot_of(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &b in tagged {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % SLOTS
 }
 
 /// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
@@ -101,8 +123,9 @@ mod tests {
 
     #[test]
     fn hash_slots_match_redis() {
+        use redis::cluster_routing::Slot;
         // Values from `CLUSTER KEYSLOT` on Redis 7.
-        assert_eq!(slot_of(b"foo"), Slot::new(12182).unwrap());
+        assert_eq!(slot_of(b"foo"), 12182);
         assert_eq!(
             slot_of(b"myLock"),
             slot_of(b"redisson_lock__channel:{myLock}")
@@ -110,6 +133,16 @@ mod tests {
         assert_eq!(slot_of(b"{user1}:lock"), slot_of(b"user1"));
         // An empty tag is no tag: the whole key counts.
         assert_ne!(slot_of(b"{}x"), slot_of(b""));
+        // The same slots as redis-rs's.
+        let named = (0..5000).map(|n| format!("redisson_lock__channel:{{name-{n}}}"));
+        let odd = ["{user1000}.following", "a{}b", "x{y", "lock:{tag}:1", ""].map(String::from);
+        for key in named.chain(odd) {
+            assert_eq!(
+                Slot::new(slot_of(key.as_bytes())),
+                Some(Slot::for_key(&key)),
+                "{key}"
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis::cluster_routing::Slot;
 use std::time::Duration;
 
 use redis::AsyncCommands;
@@ -86,7 +85,7 @@ async fn run(mut conn: Conn, mut rx: mpsc::Receiver<String>) {
             drain(&mut rx, &mut keys);
         }
         // One UNLINK per hash slot: a cluster refuses cross-slot commands.
-        let mut by_slot: HashMap<Option<Slot>, Vec<String>> = HashMap::new();
+        let mut by_slot: HashMap<Option<u16>, Vec<String>> = HashMap::new();
         for k in keys {
             let slot = conn.is_cluster().then(|| slot_of(k.as_bytes()));
             by_slot.entry(slot).or_default().push(k);

@@ -105,7 +105,7 @@ pub(crate) async fn renew_all(client: &ClientInner) {
 }
 
 /// Holds renewed by one script: the kind's renewal batch and, on a cluster, the hash slot.
-type BatchKey = (u8, Option<redis::cluster_routing::Slot>);
+type BatchKey = (u8, Option<u16>);
 
 /// Renews every watched lock hold.
 async fn renew_holds(client: &ClientInner) {

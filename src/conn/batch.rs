@@ -25,14 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redis::cluster_routing::Slot;
-use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::sync::oneshot;
 
-use super::cluster_route::{slot_number, Router};
+use super::cluster_route::Router;
 use super::{protocol_error, Conn, Shortfall};
-use crate::keys::slot_of;
-use crate::scripts;
+use crate::scripts::{self, Call};
 
 /// Lone operations one connection may have out before further operations queue: below it, a
 /// client is not yet the server's bottleneck and an operation gains nothing by waiting (at 16
@@ -59,7 +57,8 @@ pub(crate) struct Batcher {
     state: Mutex<State>,
     /// The same connection without batching (batches and lone operations go through it).
     conn: Conn,
-    cluster: bool,
+    /// The cluster's router (`None` off a cluster): a flight without sync leaves by master.
+    router: Option<Arc<Router>>,
     runtime: tokio::runtime::Handle,
     batches: AtomicU64,
     batched_ops: AtomicU64,
@@ -117,37 +116,13 @@ impl State {
     }
 }
 
-/// One queued operation: its own `EVALSHA sha numkeys KEYS... ARGV...` command (sent as it is
-/// when it travels alone), whose keys and arguments a batch copies straight from it.
+/// One queued operation: its own call (sent as it is when it travels alone), whose keys and
+/// arguments a batch copies straight from it, and its function in the batch script.
 struct Queued {
     index: u8,
-    nkeys: usize,
-    cmd: Cmd,
+    call: Call,
     synced: bool,
     tx: oneshot::Sender<Outcome>,
-}
-
-impl Queued {
-    /// The command's words after `EVALSHA sha numkeys` (all plain, checked by [`parse`]).
-    fn words(&self) -> impl Iterator<Item = &[u8]> {
-        self.cmd.args_iter().skip(3).map(|a| match a {
-            Arg::Simple(v) => v,
-            _ => &[],
-        })
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.words().take(self.nkeys)
-    }
-
-    fn args(&self) -> impl Iterator<Item = &[u8]> {
-        self.words().skip(self.nkeys)
-    }
-
-    /// The first key: the lock key of every batched script.
-    fn lock_key(&self) -> &[u8] {
-        self.keys().next().unwrap_or_default()
-    }
 }
 
 /// How an operation goes.
@@ -183,7 +158,7 @@ impl Batcher {
     pub(super) fn new(conn: Conn) -> Arc<Batcher> {
         Arc::new(Batcher {
             state: Mutex::new(State::default()),
-            cluster: conn.is_cluster(),
+            router: conn.router(),
             conn,
             runtime: tokio::runtime::Handle::current(),
             batches: AtomicU64::new(0),
@@ -204,30 +179,22 @@ impl Batcher {
         self.state.lock().queue.len()
     }
 
-    /// Whether `cmd` is a script a batch may carry (compares its SHA1 only).
-    pub(super) fn carries(cmd: &Cmd) -> bool {
-        let mut args = cmd.args_iter();
-        matches!(args.next(), Some(Arg::Simple(n)) if n.eq_ignore_ascii_case(b"EVALSHA"))
-            && matches!(args.next(), Some(Arg::Simple(sha)) if scripts::batch_index(sha).is_some())
-    }
-
-    /// Takes a free lone slot, or queues `cmd` (which [`carries`](Self::carries) accepted).
-    pub(super) fn enter(self: &Arc<Self>, cmd: &Cmd, synced: bool) -> RedisResult<Entry> {
+    /// Takes a free lone slot, or queues `call` (whose function in the batch script is
+    /// `index`).
+    pub(super) fn enter(self: &Arc<Self>, call: &Call, index: u8, synced: bool) -> Entry {
         let mut state = self.state.lock();
-        if state.take_direct(lock_key(cmd).unwrap_or_default()) {
-            return Ok(Entry::Direct(Flight(self.clone())));
+        if state.take_direct(call.lock_key()) {
+            return Entry::Direct(Flight(self.clone()));
         }
         let (tx, rx) = oneshot::channel();
-        let (index, nkeys) =
-            parse(cmd).ok_or_else(|| protocol_error("a batched script call of unknown shape"))?;
+        let call = call.duplicate();
         state.queue.push(Queued {
             index,
-            nkeys,
-            cmd: cmd.clone(),
+            call,
             synced,
             tx,
         });
-        Ok(Entry::Queued(rx))
+        Entry::Queued(rx)
     }
 
     /// A lone operation landed: the queue may leave.
@@ -255,7 +222,7 @@ impl Batcher {
             let out = Arc::new(out);
             let (mut batches, alone) = this.group(queued);
             let synced = batches.iter().flatten().chain(&alone).any(|q| q.synced);
-            if let (Some(router), false) = (this.conn.router(), synced) {
+            if let (Some(router), false) = (this.router.clone(), synced) {
                 this.send_by_node(&router, batches, alone).await;
                 drop(out);
                 return;
@@ -288,7 +255,7 @@ impl Batcher {
     /// Operations whose caller is already gone are left out: they never run, which their
     /// callers' clean-up (a trim to the known count) treats like any unknown outcome.
     fn group(&self, queued: Vec<Queued>) -> (Vec<Vec<Queued>>, Vec<Queued>) {
-        split(queued, self.cluster)
+        split(queued, self.router.is_some())
     }
 
     /// Sends operations each as its own script call, at once and in order (no two on one key:
@@ -301,13 +268,13 @@ impl Batcher {
             return;
         }
         let mut conn = self.conn.clone();
-        if group.len() > 1 && !self.cluster && group.iter().all(|q| !q.synced) {
+        if group.len() > 1 && self.router.is_none() && group.iter().all(|q| !q.synced) {
             let mut pipe = redis::pipe();
             // Moved, not copied: only each operation's reply sender is used after this.
             for q in &mut group {
-                pipe.add_command(std::mem::take(&mut q.cmd));
+                pipe.add_command(q.call.take_cmd());
             }
-            match conn.raw_pipeline(&pipe, 0, group.len()).await {
+            match conn.raw_pipeline(&pipe, 0, group.len(), None).await {
                 Ok(replies) if replies.len() == group.len() => {
                     for (q, reply) in group.into_iter().zip(replies) {
                         let _ = q.tx.send(match reply {
@@ -338,8 +305,8 @@ impl Batcher {
         let sends = group.into_iter().map(|q| {
             let mut conn = self.conn.clone();
             async move {
-                let reply = conn.send_parts(&q.cmd, q.synced).await;
-                let shortfall = conn.take_shortfall();
+                let reply = conn.send_parts(q.call.cmd(), q.call.slot(), q.synced).await;
+                let shortfall = conn.shortfall.take();
                 let _ = q.tx.send(match reply {
                     Ok((v, Ok(()))) => Ok(v),
                     Ok((_, Err(e))) | Err(e) => Err((e, shortfall)),
@@ -357,16 +324,16 @@ impl Batcher {
         self.batched_ops
             .fetch_add(group.len() as u64, Ordering::Relaxed);
         let synced = group.iter().any(|q| q.synced);
-        let cmd = batch_cmd(&group);
-        let mut reply = server_error(conn.send_parts(&cmd, synced).await);
+        let (cmd, slot) = (batch_cmd(&group), group[0].call.slot());
+        let mut reply = server_error(conn.send_parts(&cmd, slot, synced).await);
         if matches!(&reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
             // Not run: load the batch script (after SCRIPT FLUSH or a restart) and send again.
             reply = match scripts::BATCH.prepare_invoke().load_async(&mut conn).await {
-                Ok(_) => server_error(conn.send_parts(&cmd, synced).await),
+                Ok(_) => server_error(conn.send_parts(&cmd, slot, synced).await),
                 Err(e) => Err(e),
             };
         }
-        let shortfall = conn.take_shortfall();
+        let shortfall = conn.shortfall.take();
         deliver(group, reply, shortfall);
     }
 
@@ -385,11 +352,11 @@ impl Batcher {
             self.batches.fetch_add(1, Ordering::Relaxed);
             self.batched_ops
                 .fetch_add(group.len() as u64, Ordering::Relaxed);
-            cmds.push((slot_number(group[0].lock_key()), batch_cmd(group)));
+            cmds.push((group[0].call.slot().unwrap_or(0), batch_cmd(group)));
         }
         for q in &mut alone {
             // Moved, not copied: only each operation's reply sender is used after this.
-            cmds.push((slot_number(q.lock_key()), std::mem::take(&mut q.cmd)));
+            cmds.push((q.call.slot().unwrap_or(0), q.call.take_cmd()));
         }
         let replies = router.send_by_node(&cmds).await;
         for r in &replies {
@@ -454,9 +421,9 @@ fn deliver(
 #[allow(clippy::type_complexity)]
 fn split(queued: Vec<Queued>, cluster: bool) -> (Vec<Vec<Queued>>, Vec<Queued>) {
     let mut groups: Vec<Vec<Queued>> = Vec::new();
-    let mut index: HashMap<Option<Slot>, usize> = HashMap::new();
+    let mut index: HashMap<Option<u16>, usize> = HashMap::new();
     for q in queued.into_iter().filter(|q| !q.tx.is_closed()) {
-        let slot = cluster.then(|| slot_of(q.lock_key()));
+        let slot = q.call.slot().filter(|_| cluster);
         match index.get(&slot) {
             Some(&i) => groups[i].push(q),
             None => {
@@ -478,10 +445,11 @@ fn split(queued: Vec<Queued>, cluster: bool) -> (Vec<Vec<Queued>>, Vec<Queued>) 
 
 /// Whether no two operations of `group` are on the same lock key.
 fn distinct_keys(group: &[Queued]) -> bool {
-    group
-        .iter()
-        .enumerate()
-        .all(|(i, q)| group[..i].iter().all(|p| p.lock_key() != q.lock_key()))
+    group.iter().enumerate().all(|(i, q)| {
+        group[..i]
+            .iter()
+            .all(|p| p.call.lock_key() != q.call.lock_key())
+    })
 }
 
 /// A server error in place of the batch's reply (e.g. `NOSCRIPT`) is the batch's error.
@@ -495,19 +463,20 @@ fn server_error(
 }
 
 /// `EVALSHA <batch> numkeys keys... n (header args...)...` for `group`, each header the three
-/// bytes `[index, nkeys, nargs]` ([`parse`] admitted only counts that fit a byte).
+/// bytes `[index, nkeys, nargs]` (`Call::batch` admits only counts that fit a byte).
 fn batch_cmd(group: &[Queued]) -> Cmd {
-    let nkeys: usize = group.iter().map(|q| q.nkeys).sum();
+    let nkeys: usize = group.iter().map(|q| q.call.keys().count()).sum();
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(scripts::BATCH.get_hash()).arg(nkeys);
     for q in group {
-        q.keys().for_each(|k| _ = cmd.arg(k));
+        q.call.keys().for_each(|k| _ = cmd.arg(k));
     }
     cmd.arg(group.len());
     for q in group {
         let byte = |n: usize| u8::try_from(n).unwrap_or(u8::MAX);
-        cmd.arg(&[q.index, byte(q.nkeys), byte(q.args().count())][..]);
-        q.args().for_each(|a| _ = cmd.arg(a));
+        let (keys, args) = (q.call.keys().count(), q.call.args().count());
+        cmd.arg(&[q.index, byte(keys), byte(args)][..]);
+        q.call.args().for_each(|a| _ = cmd.arg(a));
     }
     cmd
 }
@@ -529,7 +498,7 @@ fn take_ready(state: &mut State) -> Option<Ready> {
     let mut blocked: Vec<Vec<u8>> = Vec::new();
     let (mut ready, mut waiting) = (Vec::new(), Vec::new());
     for q in std::mem::take(&mut state.queue) {
-        let key = q.lock_key().to_vec();
+        let key = q.call.lock_key().to_vec();
         if state.out.contains_key(&key) || blocked.contains(&key) {
             blocked.push(key);
             waiting.push(q);
@@ -541,40 +510,12 @@ fn take_ready(state: &mut State) -> Option<Ready> {
     if ready.is_empty() {
         return None;
     }
-    let keys: Vec<Vec<u8>> = ready.iter().map(|q| q.lock_key().to_vec()).collect();
+    let keys: Vec<Vec<u8>> = ready.iter().map(|q| q.call.lock_key().to_vec()).collect();
     for key in &keys {
         *state.out.entry(key.clone()).or_insert(0) += 1;
     }
     state.flights += 1;
     Some((ready, keys))
-}
-
-/// The first key of `EVALSHA sha numkeys key ...`: the lock key of every batched script.
-fn lock_key(cmd: &Cmd) -> Option<&[u8]> {
-    match cmd.args_iter().nth(3)? {
-        Arg::Simple(key) => Some(key),
-        _ => None,
-    }
-}
-
-/// The batch function and the key count of `EVALSHA sha numkeys key... arg...`, when every
-/// word is plain and there are as many keys as it says (at least one: the lock key), and
-/// fewer than 256 keys and arguments each (a batch header holds each count in a byte).
-fn parse(cmd: &Cmd) -> Option<(u8, usize)> {
-    let mut args = cmd.args_iter().skip(1).map(|a| match a {
-        Arg::Simple(v) => Some(v),
-        _ => None,
-    });
-    let index = scripts::batch_index(args.next()??)?;
-    let nkeys: usize = std::str::from_utf8(args.next()??).ok()?.parse().ok()?;
-    let mut words: usize = 0;
-    for a in args {
-        a?;
-        words += 1;
-    }
-    let byte = usize::from(u8::MAX);
-    let fits = nkeys <= byte && words.saturating_sub(nkeys) <= byte;
-    (nkeys >= 1 && words >= nkeys && fits).then_some((index, nkeys))
 }
 
 #[cfg(test)]

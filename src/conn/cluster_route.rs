@@ -5,59 +5,45 @@
 //! else (keyless and multi-node commands, pipelines, pub/sub, the slot map's reads) and is the
 //! fallback whenever this map does not know a slot or a node cannot be reached.
 //!
-//! The slot map comes from `CLUSTER SLOTS` (read at connect, again after a redirection or a
-//! connection error, and on every poll of `cluster_watch`). A `MOVED` reply means the script did
-//! not run: the slot is pointed at the node named in it and the script is sent there (at most
-//! [`REDIRECTS`] times). An `ASK` reply (a slot being migrated, the key already gone) is followed
-//! once with `ASKING` and the script on the named node. A connection error is returned as it is
-//! (the outcome is unknown: the lock code settles it) and the map is read again.
+//! The connection hands each script over with its slot, known since its call was built
+//! (`scripts::Call`): nothing here reads a command's bytes. The slot map (`cluster_route/map.rs`,
+//! the crate's one reader of `CLUSTER SLOTS`) is read at connect, again after a redirection or
+//! a connection error, and on every poll of `cluster_watch` ([`Router::read_slots`]). A `MOVED`
+//! reply means the script did not run: the slot is pointed at the node named in it and the
+//! script is sent there. An `ASK` reply (a slot being migrated, the key already gone) sends it
+//! again to the named node after `ASKING`. Both at most [`REDIRECTS`] times in all. A connection
+//! error is returned as it is (the outcome is unknown: the lock code settles it) and the map is
+//! read again.
 //!
 //! Group commit sends the operations for one master together ([`Router::send_by_node`]): one
 //! pipeline per master, whatever their slots.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::RwLock;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
-use tokio::sync::OnceCell;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 use super::naming::Naming;
 use crate::endpoints::Endpoints;
 
-/// Hash slots of a Redis Cluster.
-pub(crate) const SLOTS: usize = 16384;
+mod map;
+pub(crate) use map::{parse_slots, Range};
+use map::{slots_cmd, Node, SlotMap};
 
 /// `MOVED` replies one script follows before it is handed to redis-rs's cluster connection.
 const REDIRECTS: usize = 3;
 
-/// A slot no known master serves (yet).
-const NONE: u16 = u16::MAX;
-
-/// One master: its address and its connection, opened at first use.
-struct Node {
-    host: String,
-    port: u16,
-    conn: OnceCell<ConnectionManager>,
-}
-
-/// Which master serves each slot.
-struct Map {
-    slots: Vec<u16>,
-    nodes: Vec<Arc<Node>>,
-}
-
 /// The router of one cluster client's scripts.
 pub(crate) struct Router {
-    map: RwLock<Arc<Map>>,
+    map: SlotMap,
     endpoints: Endpoints,
     config: ConnectionManagerConfig,
     /// The longest a node's reply is awaited (a dead node's manager waits for its reconnects).
-    reply_timeout: std::time::Duration,
+    reply_timeout: Duration,
     fallback: ClusterConnection,
     naming: Arc<Naming>,
     /// A map read is under way (or queued): at most one at a time.
@@ -67,55 +53,6 @@ pub(crate) struct Router {
     piped: AtomicU64,
     /// Redirections followed (`MOVED` and `ASK`).
     redirects: AtomicU64,
-}
-
-/// The hash slot of `key` (CRC16/XMODEM of its hash tag, or of the whole key), as a number.
-pub(crate) fn slot_number(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    let mut crc: u16 = 0;
-    for &b in tagged {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % SLOTS as u16
-}
-
-/// The slot a command is routed by here: the first key of a script call (`EVALSHA`/`EVAL`
-/// with at least one key; Redis requires every key of a script in one slot). `None`: another
-/// command, left to redis-rs.
-pub(crate) fn script_slot(cmd: &Cmd) -> Option<u16> {
-    let mut args = cmd.args_iter();
-    let Some(Arg::Simple(name)) = args.next() else {
-        return None;
-    };
-    if !(name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")) {
-        return None;
-    }
-    let _script = args.next()?;
-    let Arg::Simple(numkeys) = args.next()? else {
-        return None;
-    };
-    if matches!(numkeys, b"0") || numkeys.is_empty() {
-        return None;
-    }
-    match args.next()? {
-        Arg::Simple(key) => Some(slot_number(key)),
-        _ => None,
-    }
 }
 
 /// A server error in a reply's place, as the error.
@@ -144,43 +81,6 @@ fn split_addr(addr: &str) -> Option<(String, u16)> {
     Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
 }
 
-/// The masters' ranges of a `CLUSTER SLOTS` reply: `[start, end, [host, port, ...], ...]`.
-/// A master without a usable address (`?` or empty) is left out: its slots go to redis-rs.
-pub(crate) fn parse_masters(reply: &Value) -> Vec<(u16, u16, String, u16)> {
-    let Value::Array(ranges) = reply else {
-        return Vec::new();
-    };
-    ranges
-        .iter()
-        .filter_map(|r| {
-            let Value::Array(items) = r else { return None };
-            let (Some(Value::Int(lo)), Some(Value::Int(hi)), Some(Value::Array(master))) =
-                (items.first(), items.get(1), items.get(2))
-            else {
-                return None;
-            };
-            let host = match master.first()? {
-                Value::BulkString(b) => String::from_utf8(b.clone()).ok()?,
-                Value::SimpleString(s) => s.clone(),
-                _ => return None,
-            };
-            let Some(Value::Int(port)) = master.get(1) else {
-                return None;
-            };
-            if host.is_empty() || host == "?" {
-                return None;
-            }
-            let (lo, hi) = (u16::try_from(*lo).ok()?, u16::try_from(*hi).ok()?);
-            (lo <= hi && usize::from(hi) < SLOTS).then_some((
-                lo,
-                hi,
-                host,
-                u16::try_from(*port).ok()?,
-            ))
-        })
-        .collect()
-}
-
 impl Router {
     /// A router over `fallback` (whose slot map it reads at once); node connections open at
     /// first use with `config`, named by `naming`.
@@ -188,14 +88,11 @@ impl Router {
         endpoints: &Endpoints,
         fallback: ClusterConnection,
         config: ConnectionManagerConfig,
-        reply_timeout: std::time::Duration,
+        reply_timeout: Duration,
         naming: Arc<Naming>,
     ) -> Router {
         let router = Router {
-            map: RwLock::new(Arc::new(Map {
-                slots: vec![NONE; SLOTS],
-                nodes: Vec::new(),
-            })),
+            map: SlotMap::new(),
             endpoints: endpoints.clone(),
             config,
             reply_timeout,
@@ -224,85 +121,36 @@ impl Router {
         self.fallback.clone()
     }
 
-    /// Installs the masters of a `CLUSTER SLOTS` reply (connections to known masters kept).
-    pub(crate) fn install(&self, reply: &Value) {
-        let ranges = parse_masters(reply);
-        if ranges.is_empty() {
-            return;
-        }
-        let old = self.map.read().clone();
-        let mut slots = vec![NONE; SLOTS];
-        let mut nodes: Vec<Arc<Node>> = Vec::new();
-        let mut index: HashMap<(String, u16), u16> = HashMap::new();
-        for (lo, hi, host, port) in ranges {
-            let key = (host, port);
-            let i = match index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    let node = old
-                        .nodes
-                        .iter()
-                        .find(|n| n.host == key.0 && n.port == key.1)
-                        .cloned()
-                        .unwrap_or_else(|| Arc::new(Node::new(key.0.clone(), key.1)));
-                    let i = nodes.len() as u16;
-                    nodes.push(node);
-                    index.insert(key, i);
-                    i
-                }
-            };
-            slots[usize::from(lo)..=usize::from(hi)].fill(i);
-        }
-        *self.map.write() = Arc::new(Map { slots, nodes });
-    }
-
-    /// Points one slot at `host:port` (a `MOVED` reply), until the next map read.
-    fn point(&self, slot: u16, host: &str, port: u16) {
-        let mut guard = self.map.write();
-        let node = guard
-            .nodes
-            .iter()
-            .find(|n| n.host == host && n.port == port)
-            .cloned();
-        let mut slots = guard.slots.clone();
-        let mut nodes = guard.nodes.clone();
-        let i = match node {
-            Some(n) => nodes.iter().position(|m| Arc::ptr_eq(m, &n)).unwrap_or(0) as u16,
-            None => {
-                nodes.push(Arc::new(Node::new(host.to_owned(), port)));
-                (nodes.len() - 1) as u16
-            }
-        };
-        if let Some(s) = slots.get_mut(usize::from(slot)) {
-            *s = i;
-        }
-        *guard = Arc::new(Map { slots, nodes });
-    }
-
     /// Reads the slot map (`CLUSTER SLOTS`) from the first master connected here that answers,
     /// else through redis-rs's connection (any node), and installs it.
     async fn read_map(&self) {
-        let mut cmd = redis::cmd("CLUSTER");
-        cmd.arg("SLOTS");
-        let nodes = self.map.read().nodes.clone();
+        let nodes = self.map.nodes();
         for node in nodes {
             let Some(conn) = node.conn.get() else {
                 continue;
             };
-            if let Ok(reply) = self.timed(conn.clone().req_packed_command(&cmd)).await {
-                if !parse_masters(&reply).is_empty() {
-                    self.install(&reply);
+            if let Ok(reply) = self
+                .timed(conn.clone().req_packed_command(&slots_cmd()))
+                .await
+            {
+                if self.map.install(&parse_slots(&reply)) {
                     return;
                 }
             }
         }
+        self.read_slots(self.reply_timeout).await;
+    }
+
+    /// `CLUSTER SLOTS` from any node through redis-rs's connection, within `timeout`, installed
+    /// (`cluster_watch` polls by it); its ranges, `None` on an error or an empty map (a node
+    /// that lost its view of the cluster).
+    pub(crate) async fn read_slots(&self, timeout: Duration) -> Option<Vec<Range>> {
         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-        if let Ok(reply) = self
-            .timed(self.fallback.clone().route_command(cmd, route))
-            .await
-        {
-            self.install(&reply);
-        }
+        let mut conn = self.fallback.clone();
+        let read = conn.route_command(slots_cmd(), route);
+        let ranges = parse_slots(&tokio::time::timeout(timeout, read).await.ok()?.ok()?);
+        self.map.install(&ranges);
+        (!ranges.is_empty()).then_some(ranges)
     }
 
     /// Reads the map again in the background (one read at a time).
@@ -315,13 +163,6 @@ impl Router {
             this.read_map().await;
             this.refreshing.store(false, Ordering::Release);
         });
-    }
-
-    /// The master serving `slot`, if known.
-    fn node(&self, slot: u16) -> Option<Arc<Node>> {
-        let map = self.map.read();
-        let i = *map.slots.get(usize::from(slot))?;
-        map.nodes.get(usize::from(i)).cloned()
     }
 
     /// The connection to `node`, opened (and named) at first use.
@@ -364,23 +205,15 @@ impl Router {
         }
     }
 
-    /// Sends one command: a script by its slot to its master (redirections followed), anything
-    /// else through redis-rs's cluster connection.
-    pub(crate) async fn request(self: &Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
-        match script_slot(cmd) {
-            Some(slot) => self.send_to_slot(slot, cmd).await,
-            None => self.fallback.clone().req_packed_command(cmd).await,
-        }
-    }
-
     /// A keyless command (`INFO replication`) to the master serving `slot` as this router
     /// knows it (redis-rs's own map may lag after a failover); redis-rs routes it when the
     /// slot's master is unknown here.
     pub(crate) async fn on_master(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
-        let Some(node) = self.node(slot) else {
-            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                redis::cluster_routing::Route::new(slot, redis::cluster_routing::SlotAddr::Master),
-            ));
+        let Some(node) = self.map.node(slot) else {
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
+                slot,
+                SlotAddr::Master,
+            )));
             return self
                 .fallback
                 .clone()
@@ -398,166 +231,94 @@ impl Router {
     }
 
     /// A script to the master of `slot`, following `MOVED` and `ASK`.
-    async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
-        for _ in 0..REDIRECTS {
-            let Some(node) = self.node(slot) else { break };
-            let Ok(mut conn) = self.conn(&node).await else {
-                // Not connected: nothing was sent; redis-rs finds its way (or fails as it
-                // would have).
-                self.stale();
-                break;
-            };
-            match lift(self.timed(conn.req_packed_command(cmd)).await) {
-                Err(e) => match self.redirected(e, cmd).await {
-                    Redirect::Again => continue,
-                    Redirect::Done(r) => return r,
-                },
-                ok => return ok,
-            }
+    pub(crate) async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
+        match self.to_slot(slot, Load::One(cmd)).await {
+            Some(r) => lift(r.and_then(|mut replies| {
+                replies
+                    .pop()
+                    .ok_or_else(|| super::protocol_error("a node's reply is missing"))
+            })),
+            None => self.fallback.clone().req_packed_command(cmd).await,
         }
-        self.fallback.clone().req_packed_command(cmd).await
     }
 
-    /// Reads an error: a `MOVED` points the slot anew (the command did not run: send again),
-    /// an `ASK` is followed once, a connection error makes the map stale.
-    async fn redirected(self: &Arc<Self>, e: RedisError, cmd: &Cmd) -> Redirect {
-        if is_kind(&e, ServerErrorKind::Moved) {
-            if let Some((slot, (host, port))) = e
-                .redirect_node()
-                .and_then(|(addr, slot)| Some((slot, split_addr(addr)?)))
-            {
-                self.redirects.fetch_add(1, Ordering::Relaxed);
-                self.point(slot, &host, port);
-                self.stale();
-                return Redirect::Again;
-            }
-        }
-        if is_kind(&e, ServerErrorKind::Ask) {
-            if let Some((host, port)) = e.redirect_node().and_then(|(a, _)| split_addr(a)) {
-                self.redirects.fetch_add(1, Ordering::Relaxed);
-                return Redirect::Done(self.ask(&host, port, cmd).await);
-            }
-        }
-        if map_suspect(&e) {
-            self.stale();
-        }
-        Redirect::Done(Err(e))
-    }
-
-    /// Sends a pipeline: a script followed by `WAIT`/`WAITAOF` (replica sync) goes by the
-    /// script's slot to its master (a redirected script did not run, and the waits after it
-    /// are harmless: the whole pipeline goes again to the node named); any other pipeline
-    /// through redis-rs's cluster connection.
-    pub(crate) async fn pipeline(
+    /// Sends a script followed by `WAIT`/`WAITAOF` (replica sync, `count` commands) by the
+    /// script's slot to its master: a redirected script did not run, and the waits after it are
+    /// harmless, so the whole pipeline goes again to the node named.
+    pub(crate) async fn script_pipeline(
         self: &Arc<Self>,
+        slot: u16,
         pipe: &redis::Pipeline,
-        offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let mut cmds = pipe.cmd_iter();
-        let slot = cmds.next().and_then(script_slot);
-        let waits = cmds.all(|c| {
-            matches!(c.args_iter().next(), Some(Arg::Simple(n))
-                if n.eq_ignore_ascii_case(b"WAIT") || n.eq_ignore_ascii_case(b"WAITAOF"))
-        });
-        let (Some(slot), true, 0) = (slot, waits, offset) else {
-            return self
-                .fallback
-                .clone()
-                .req_packed_commands(pipe, offset, count)
-                .await;
-        };
+        match self.to_slot(slot, Load::Piped(pipe, count)).await {
+            Some(r) => r,
+            None => {
+                let mut fallback = self.fallback.clone();
+                fallback.req_packed_commands(pipe, 0, count).await
+            }
+        }
+    }
+
+    /// `load` to the master of `slot`: a `MOVED` (the script did not run) points the slot
+    /// anew and sends again, an `ASK` sends again to the node named after `ASKING`, a
+    /// connection error makes the map stale. `None`: not sent (the slot's master unknown, not
+    /// connected, or redirected [`REDIRECTS`] times), for redis-rs to find its way (or fail as
+    /// it would have).
+    async fn to_slot(
+        self: &Arc<Self>,
+        slot: u16,
+        load: Load<'_>,
+    ) -> Option<RedisResult<Vec<Value>>> {
         let mut asking: Option<Arc<Node>> = None;
         for _ in 0..REDIRECTS {
-            let (node, ask) = match asking.take() {
-                Some(node) => (node, true),
-                None => match self.node(slot) {
-                    Some(node) => (node, false),
-                    None => break,
-                },
-            };
+            let ask = asking.is_some();
+            let node = asking.take().or_else(|| self.map.node(slot))?;
             let Ok(mut conn) = self.conn(&node).await else {
                 self.stale();
-                break;
+                return None;
             };
-            let replies = if ask {
-                let mut asked = redis::pipe();
-                asked.cmd("ASKING");
-                pipe.cmd_iter()
-                    .for_each(|c| _ = asked.add_command(c.clone()));
-                self.timed(conn.req_packed_commands(&asked, 1, count)).await
-            } else {
-                self.timed(conn.req_packed_commands(pipe, 0, count)).await
-            };
-            let replies = match replies {
+            let replies = match self.timed(load.send(&mut conn, ask)).await {
                 Err(e) => {
                     if map_suspect(&e) {
                         self.stale();
                     }
-                    return Err(e);
+                    return Some(Err(e));
                 }
                 Ok(r) => r,
             };
             let redirect = match replies.first() {
                 Some(Value::ServerError(e)) => RedisError::from(e.clone()),
-                _ => return Ok(replies),
+                _ => return Some(Ok(replies)),
             };
             let Some((to, (host, port))) = redirect
                 .redirect_node()
                 .and_then(|(a, slot)| Some((slot, split_addr(a)?)))
             else {
-                return Ok(replies);
+                return Some(Ok(replies));
             };
             self.redirects.fetch_add(1, Ordering::Relaxed);
             if is_kind(&redirect, ServerErrorKind::Ask) {
-                asking = Some(self.node_at(&host, port));
+                asking = Some(self.map.node_at(&host, port));
             } else {
-                self.point(to, &host, port);
+                self.map.point(to, &host, port);
                 self.stale();
             }
         }
-        self.fallback
-            .clone()
-            .req_packed_commands(pipe, offset, count)
-            .await
-    }
-
-    /// The known node at `host:port`, or a new one.
-    fn node_at(&self, host: &str, port: u16) -> Arc<Node> {
-        self.map
-            .read()
-            .nodes
-            .iter()
-            .find(|n| n.host == host && n.port == port)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(Node::new(host.to_owned(), port)))
-    }
-
-    /// `ASKING` then `cmd` on `host:port`, in one pipeline; the command's reply.
-    async fn ask(&self, host: &str, port: u16, cmd: &Cmd) -> RedisResult<Value> {
-        let node = self.node_at(host, port);
-        let mut conn = self.conn(&node).await?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("ASKING");
-        pipe.add_command(cmd.clone());
-        let mut replies = self.timed(conn.req_packed_commands(&pipe, 0, 2)).await?;
-        match replies.pop() {
-            Some(v) if replies.len() == 1 => lift(Ok(v)),
-            _ => Err(super::protocol_error("ASKING: a reply of the wrong length")),
-        }
+        None
     }
 
     /// Sends `cmds` (each a script with its slot) with one pipeline per master, all masters at
     /// once; the replies in `cmds`' order, each a server error as that command's own error.
-    /// A command whose master is unknown, or redirected, goes again alone ([`Router::request`]:
-    /// a redirected command did not run).
+    /// A command whose master is unknown, or redirected, goes again alone
+    /// ([`Router::send_to_slot`]: a redirected command did not run).
     pub(crate) async fn send_by_node(
         self: &Arc<Self>,
         cmds: &[(u16, Cmd)],
     ) -> Vec<RedisResult<Value>> {
         let mut groups: Vec<(Option<Arc<Node>>, Vec<usize>)> = Vec::new();
         for (i, (slot, _)) in cmds.iter().enumerate() {
-            let node = self.node(*slot);
+            let node = self.map.node(*slot);
             let at = groups.iter().position(|(n, _)| match (n, &node) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 _ => false,
@@ -654,27 +415,44 @@ impl Router {
     }
 }
 
-impl Node {
-    fn new(host: String, port: u16) -> Node {
-        Node {
-            host,
-            port,
-            conn: OnceCell::new(),
-        }
-    }
+/// What goes to a master: a script, or a script followed by its waits (`count` commands).
+#[derive(Clone, Copy)]
+enum Load<'a> {
+    One(&'a Cmd),
+    Piped(&'a redis::Pipeline, usize),
 }
 
-/// What to do after an error.
-enum Redirect {
-    Again,
-    Done(RedisResult<Value>),
+impl Load<'_> {
+    /// Sent on `conn` (after `ASKING` when `asking`): every reply.
+    async fn send(self, conn: &mut ConnectionManager, asking: bool) -> RedisResult<Vec<Value>> {
+        if !asking {
+            return match self {
+                Load::One(cmd) => Ok(vec![conn.req_packed_command(cmd).await?]),
+                Load::Piped(pipe, count) => conn.req_packed_commands(pipe, 0, count).await,
+            };
+        }
+        let mut asked = redis::pipe();
+        asked.cmd("ASKING");
+        let count = match self {
+            Load::One(cmd) => {
+                asked.add_command(cmd.clone());
+                1
+            }
+            Load::Piped(pipe, count) => {
+                pipe.cmd_iter()
+                    .for_each(|c| _ = asked.add_command(c.clone()));
+                count
+            }
+        };
+        conn.req_packed_commands(&asked, 1, count).await
+    }
 }
 
 impl Router {
     /// Sends `cmd` (a keyless command: the connection's name) to every master connected here
     /// too; errors are ignored (a node down is named when it is connected again).
     pub(crate) async fn to_every_node(&self, cmd: &Cmd) {
-        let nodes = self.map.read().nodes.clone();
+        let nodes = self.map.nodes();
         let sends = nodes.iter().filter_map(|node| {
             let mut conn = node.conn.get()?.clone();
             // A dead node's manager waits for its reconnects: bounded, all nodes at once.
@@ -687,77 +465,9 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::slot_of;
-    use redis::cluster_routing::Slot;
 
     #[test]
-    fn slots_are_redis_cluster_slots() {
-        for key in [
-            "foo",
-            "{user1000}.following",
-            "a{}b",
-            "{}x",
-            "x{y",
-            "lock:{tag}:1",
-            "",
-        ] {
-            assert_eq!(
-                Slot::new(slot_number(key.as_bytes())),
-                Some(slot_of(key.as_bytes())),
-                "{key}"
-            );
-        }
-        for n in 0..5000u32 {
-            let key = format!("redisson_lock__channel:{{name-{n}}}");
-            assert_eq!(
-                Slot::new(slot_number(key.as_bytes())),
-                Some(slot_of(key.as_bytes()))
-            );
-        }
-        assert_eq!(slot_number(b"foo"), 12182);
-    }
-
-    #[test]
-    fn only_scripts_with_keys_are_routed_here() {
-        let mut script = redis::cmd("EVALSHA");
-        script.arg("abc").arg(2).arg("{k}1").arg("{k}2").arg("v");
-        assert_eq!(script_slot(&script), Some(slot_number(b"k")));
-        let mut none = redis::cmd("EVALSHA");
-        none.arg("abc").arg(0).arg("v");
-        assert_eq!(script_slot(&none), None);
-        let mut get = redis::cmd("GET");
-        get.arg("foo");
-        assert_eq!(script_slot(&get), None);
-        assert_eq!(script_slot(&redis::cmd("EVALSHA")), None);
-    }
-
-    #[test]
-    fn a_slot_map_is_read_from_cluster_slots() {
-        let range = |lo: i64, hi: i64, host: &str, port: i64| {
-            Value::Array(vec![
-                Value::Int(lo),
-                Value::Int(hi),
-                Value::Array(vec![
-                    Value::BulkString(host.as_bytes().to_vec()),
-                    Value::Int(port),
-                    Value::BulkString(b"id".to_vec()),
-                ]),
-            ])
-        };
-        let reply = Value::Array(vec![
-            range(0, 5460, "127.0.0.1", 7000),
-            range(5461, 16383, "127.0.0.1", 7001),
-            range(1, 2, "?", 7002),
-            range(3, 99999, "h", 7003),
-        ]);
-        assert_eq!(
-            parse_masters(&reply),
-            vec![
-                (0, 5460, "127.0.0.1".to_owned(), 7000),
-                (5461, 16383, "127.0.0.1".to_owned(), 7001)
-            ]
-        );
-        assert!(parse_masters(&Value::Nil).is_empty());
+    fn a_redirection_names_host_and_port() {
         assert_eq!(
             split_addr("127.0.0.1:7000"),
             Some(("127.0.0.1".to_owned(), 7000))

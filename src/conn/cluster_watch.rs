@@ -1,13 +1,14 @@
 //! Failover awareness on a Redis Cluster (`Config::with_failover_awareness`): a light watch of
 //! the slot map.
 //!
-//! redis-rs follows `MOVED` inside its cluster connection, so this crate never learns of a
-//! failover from its own commands. Instead one task per cluster client sends `CLUSTER SLOTS`
-//! (one small command to one node) every [`POLL`] and compares the master of each slot range
-//! with the previous answer. When a master changed (a failover, a node taken over, a slot
-//! moved), it first brings the cluster connection's own slot map up to date (a keyed `EXISTS`
-//! into each changed range until no redirection comes back: a `MOVED` makes redis-rs rebuild
-//! its map), then notifies `changed`: the watchdog re-verifies every hold out of turn, on the
+//! The lock scripts' router (`cluster_route`) follows `MOVED` by itself and reads the map again
+//! when it sees one, but a hold that nothing sends to would go unchecked until its renewal. So
+//! one task per cluster client has the router read `CLUSTER SLOTS` (one small command to one
+//! node, parsed and installed by the router: [`Router::read_slots`]) every [`POLL`] and
+//! compares the master of each slot range with the previous answer. When a master changed (a
+//! failover, a node taken over, a slot moved), it first brings redis-rs's cluster connection's
+//! own slot map up to date (a keyed `EXISTS` into each changed range until no redirection
+//! comes back: a `MOVED` makes redis-rs rebuild its map), then notifies `changed`: the watchdog re-verifies every hold out of turn, on the
 //! new masters. A poll that fails (the node asked is down) is skipped; the next one asks
 //! another node. The task is aborted when the last handle on the connection is dropped.
 
@@ -15,11 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo, Slot};
 use redis::Value;
 use tokio::sync::Notify;
 
-use super::cluster_route::Router;
+use super::cluster_route::{Range, Router};
 use crate::keys::slot_of;
 
 /// How often the slot map is read: detection within about this, plus the re-verification.
@@ -28,9 +28,6 @@ pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// How long the connection's own map is given to follow a change before the watchdog is told
 /// anyway.
 const SETTLE: Duration = Duration::from_secs(3);
-
-/// The slot ranges and the id (or address) of the master serving each, sorted.
-type SlotMap = Vec<(u16, u16, String)>;
 
 /// The watch task of one cluster connection; aborted on drop.
 pub(crate) struct ClusterWatch {
@@ -45,7 +42,7 @@ impl Drop for ClusterWatch {
 }
 
 impl ClusterWatch {
-    /// Starts watching the slot map through `conn`.
+    /// Starts watching the slot map through `router`.
     pub(crate) fn start(router: Arc<Router>) -> ClusterWatch {
         let changed = Arc::new(Notify::new());
         let task = tokio::spawn(watch(router, changed.clone()));
@@ -60,16 +57,15 @@ impl ClusterWatch {
 
 async fn watch(router: Arc<Router>, changed: Arc<Notify>) {
     let mut conn = router.fallback();
-    let mut known: Option<SlotMap> = None;
+    let mut known: Option<Vec<Range>> = None;
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some((now, reply)) = slot_map(&mut conn).await else {
+        // Installed for the lock scripts' own routing too.
+        let Some(now) = router.read_slots(POLL * 4).await else {
             continue;
         };
-        // The lock scripts' own routing follows the same map.
-        router.install(&reply);
         let moved = match &known {
             Some(before) => changed_ranges(before, &now),
             None => Vec::new(),
@@ -87,76 +83,28 @@ async fn watch(router: Arc<Router>, changed: Arc<Notify>) {
     }
 }
 
-/// `CLUSTER SLOTS` from one node, read into a [`SlotMap`]; `None` on an error or an empty map
-/// (a node that lost its view of the cluster).
-async fn slot_map(conn: &mut ClusterConnection) -> Option<(SlotMap, Value)> {
-    let mut cmd = redis::cmd("CLUSTER");
-    cmd.arg("SLOTS");
-    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-    let reply = tokio::time::timeout(POLL * 4, conn.route_command(cmd, route))
-        .await
-        .ok()?
-        .ok()?;
-    let map = parse_slots(&reply);
-    (!map.is_empty()).then_some((map, reply))
-}
-
-/// The ranges of a `CLUSTER SLOTS` reply: `[start, end, [ip, port, id, ...], replicas...]`.
-fn parse_slots(reply: &Value) -> SlotMap {
-    let Value::Array(ranges) = reply else {
-        return Vec::new();
-    };
-    let mut map: SlotMap = ranges
-        .iter()
-        .filter_map(|r| {
-            let Value::Array(items) = r else { return None };
-            let (Some(Value::Int(lo)), Some(Value::Int(hi)), Some(Value::Array(master))) =
-                (items.first(), items.get(1), items.get(2))
-            else {
-                return None;
-            };
-            let text = |v: Option<&Value>| match v {
-                Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                Some(Value::SimpleString(s)) => Some(s.clone()),
-                Some(Value::Int(i)) => Some(i.to_string()),
-                _ => None,
-            };
-            let who = text(master.get(2)).or_else(|| {
-                Some(format!(
-                    "{}:{}",
-                    text(master.first())?,
-                    text(master.get(1))?
-                ))
-            })?;
-            Some((u16::try_from(*lo).ok()?, u16::try_from(*hi).ok()?, who))
-        })
-        .collect();
-    map.sort();
-    map
-}
-
 /// The ranges of `now` with a slot whose master differs from the one `before` named for it
 /// (or that `before` did not serve).
-fn changed_ranges(before: &SlotMap, now: &SlotMap) -> Vec<(u16, u16)> {
+fn changed_ranges(before: &[Range], now: &[Range]) -> Vec<(u16, u16)> {
     now.iter()
-        .filter(|(lo, hi, who)| {
+        .filter(|r| {
             let mut covered = 0u32;
-            for (blo, bhi, bwho) in before.iter().filter(|(blo, bhi, _)| blo <= hi && bhi >= lo) {
-                if bwho != who {
+            for b in before.iter().filter(|b| b.lo <= r.hi && b.hi >= r.lo) {
+                if b.master != r.master {
                     return true;
                 }
-                covered += u32::from((*hi).min(*bhi) - (*lo).max(*blo)) + 1;
+                covered += u32::from(r.hi.min(b.hi) - r.lo.max(b.lo)) + 1;
             }
-            covered != u32::from(hi - lo) + 1
+            covered != u32::from(r.hi - r.lo) + 1
         })
-        .map(|(lo, hi, _)| (*lo, *hi))
+        .map(|r| (r.lo, r.hi))
         .collect()
 }
 
 /// A key in hash slot `slot`.
 fn key_in(slot: u16) -> Option<String> {
-    let slot = Slot::new(slot)?;
     (0u32..1_000_000)
+        .take_while(|_| slot < crate::keys::SLOTS)
         .map(|n| n.to_string())
         .find(|k| slot_of(k.as_bytes()) == slot)
 }
@@ -180,6 +128,7 @@ async fn follow(conn: &mut ClusterConnection, moved: &[(u16, u16)]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cluster_route::parse_slots;
     use super::*;
 
     fn range(lo: i64, hi: i64, port: i64, id: &str) -> Value {
@@ -200,7 +149,8 @@ mod tests {
             range(5461, 10922, 7001, "b"),
             range(0, 5460, 7000, "a"),
         ]));
-        assert_eq!(before[0], (0, 5460, "a".to_owned()));
+        assert_eq!((before[0].lo, before[0].hi), (0, 5460));
+        assert_eq!(before[0].master, "a");
         assert!(changed_ranges(&before, &before).is_empty());
         let now = parse_slots(&Value::Array(vec![
             range(0, 5460, 7003, "d"),
@@ -225,16 +175,10 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_that_is_no_slot_map_reads_as_empty() {
-        assert!(parse_slots(&Value::Nil).is_empty());
-        assert!(parse_slots(&Value::Array(vec![Value::Int(1)])).is_empty());
-    }
-
-    #[test]
     fn every_range_has_a_key() {
         for slot in [0, 100, 12182, 16383] {
             let key = key_in(slot).expect("a key");
-            assert_eq!(Some(slot_of(key.as_bytes())), Slot::new(slot));
+            assert_eq!(slot_of(key.as_bytes()), slot);
         }
         assert!(key_in(16384).is_none());
     }

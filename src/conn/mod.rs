@@ -6,13 +6,16 @@
 //! and the trim that undoes an acquire no replica confirmed: that undo must not fail in turn
 //! because the replicas still lag). A synced handle that finds no replica confirming records
 //! the [`Shortfall`], which the caller turns into [`LockError::ReplicaSync`].
-
 //!
-//! `mod.rs` the handle and how a command travels; `open` connecting from the endpoints;
-//! `replicas` replica sync (`WAIT`/`WAITAOF`, refusals, shortfalls); `naming` connection names;
-//! `sentinel` the master found through Sentinel; `cluster_route` lock scripts routed by slot to
-//! one connection per cluster master; `cluster_watch` the slot map watched for a new master
-//! (failover awareness on a cluster); `batch` group commit.
+//! A lock script comes in typed ([`Peer::send_call`](crate::scripts::Peer): a `scripts::Call`
+//! knows its script, keys and slot) and travels down, never back up: `mod.rs` (the handle, the
+//! door) → `batch` (group commit) → `replicas` (replica sync: `WAIT`/`WAITAOF`, refusals,
+//! shortfalls) → `wire` (the command on the topology's connection, named first when due by
+//! `naming`) → `cluster_route` (on a cluster: by slot to one connection per master, which owns
+//! the slot map) or `sentinel` (the master found through Sentinel). A command from outside the
+//! typed path (a user's own, through [`Connection`]) is read once at the door
+//! ([`script_slot`]). `open` connects from the endpoints; `cluster_watch` polls the router's
+//! slot map for a new master (failover awareness on a cluster).
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::config::AofSync;
 use crate::error::LockError;
+use crate::scripts::{Call, Peer};
 
 mod batch;
 mod cluster_route;
@@ -30,6 +34,7 @@ mod naming;
 mod open;
 mod replicas;
 mod sentinel;
+mod wire;
 
 pub(crate) use eviction::{eviction_policy, warn_if_evicting};
 
@@ -41,7 +46,7 @@ pub(crate) use sentinel::SentinelConn;
 use batch::{Batcher, Entry};
 use cluster_route::Router;
 use cluster_watch::ClusterWatch;
-use replicas::{is_script, Refusals, ReplicaCounts};
+use replicas::{Refusals, ReplicaCounts};
 
 /// The command connection shared by everything a client does.
 #[derive(Clone)]
@@ -88,23 +93,6 @@ impl Conn {
         self.batch.as_ref().map_or(0, |b| b.queued())
     }
 
-    /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
-    fn syncs(&self) -> bool {
-        self.synced && (self.live_sync().is_some() || self.live_aof().is_some())
-    }
-
-    /// `WAIT`'s settings, unless the server refused it and the policy let us go on without.
-    fn live_sync(&self) -> Option<Arc<ReplicaCounts>> {
-        self.sync
-            .clone()
-            .filter(|_| !self.refusals.is_refused("WAIT"))
-    }
-
-    /// `WAITAOF`'s settings, unless the server refused it and the policy let us go on without.
-    fn live_aof(&self) -> Option<AofSync> {
-        self.aof.filter(|_| !self.refusals.is_refused("WAITAOF"))
-    }
-
     /// The server refused `command` at connect (`Client::connect`'s probe): an error under
     /// [`ReplicaSync::Required`], a warning and no more `command` under `BestEffort`.
     pub(crate) fn refused_at_connect(
@@ -118,30 +106,25 @@ impl Conn {
         }
     }
 
-    /// A script on this handle, its reply apart from the sync verdict (see
-    /// [`synced_reply`](Self::synced_reply)); `sync`: follow it with `WAIT` if configured.
-    async fn send_parts(&mut self, cmd: &Cmd, sync: bool) -> RedisResult<(Value, RedisResult<()>)> {
-        match self.live_sync() {
-            replicas if sync && (replicas.is_some() || self.live_aof().is_some()) => {
-                self.synced_reply(cmd, replicas.as_deref()).await
-            }
-            _ => Ok((self.raw(cmd).await?, Ok(()))),
-        }
+    /// Sends a script on this handle (followed by `WAIT` when it syncs); `slot`: its first
+    /// key's, `None` without keys.
+    async fn send_script(&mut self, cmd: &Cmd, slot: Option<u16>) -> RedisResult<Value> {
+        let (reply, verdict) = self.send_parts(cmd, slot, self.synced).await?;
+        verdict.map(|()| reply)
     }
 
-    /// Sends one command on this handle, scripts followed by `WAIT` when it syncs.
-    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match self.live_sync() {
-            sync if self.syncs() && is_script(cmd) => self.synced_write(cmd, sync.as_deref()).await,
-            _ => self.raw(cmd).await,
-        }
-    }
-
-    /// Sends a lock script through the group-commit queue.
-    async fn send_batched(&mut self, batch: Arc<Batcher>, cmd: &Cmd) -> RedisResult<Value> {
-        match batch.enter(cmd, self.syncs())? {
+    /// Sends a typed lock script: through the group-commit queue when a batch may carry it.
+    async fn run(&mut self, call: &Call) -> RedisResult<Value> {
+        let batched = self
+            .batch
+            .as_ref()
+            .and_then(|b| Some((b.clone(), call.batch()?)));
+        let Some((batch, index)) = batched else {
+            return self.send_script(call.cmd(), call.slot()).await;
+        };
+        match batch.enter(call, index, self.syncs()) {
             Entry::Direct(flight) => {
-                let reply = self.send(cmd).await;
+                let reply = self.send_script(call.cmd(), call.slot()).await;
                 drop(flight);
                 reply
             }
@@ -196,7 +179,7 @@ impl Conn {
     }
 
     /// The cluster's script router (`cluster_route`), on a cluster.
-    fn router(&self) -> Option<Arc<Router>> {
+    pub(super) fn router(&self) -> Option<Arc<Router>> {
         match &self.kind {
             Kind::Cluster(r) => Some(r.clone()),
             _ => None,
@@ -207,90 +190,41 @@ impl Conn {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.kind, Kind::Cluster(_))
     }
-
-    /// Sends one command without replica sync (the connection named first when due).
-    async fn raw(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        self.name_if_due().await;
-        let r = self.unnamed(cmd).await;
-        self.naming.after(&r);
-        r
-    }
-
-    /// Sends one command as it is.
-    async fn unnamed(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match &mut self.kind {
-            Kind::Single(c) => c.req_packed_command(cmd).await,
-            Kind::Cluster(r) => r.request(cmd).await,
-            Kind::Sentinel(s) => s.clone().request(cmd).await,
-        }
-    }
-
-    /// Sends the connection's name when it is due (`conn/naming.rs`).
-    async fn name_if_due(&mut self) {
-        if self.naming.take_due() {
-            let naming = self.naming.clone();
-            naming.send(&mut Unnamed(self)).await;
-        }
-    }
-
-    /// Sends `count` pipelined commands from `offset` (the connection named first when due).
-    async fn raw_pipeline(
-        &mut self,
-        pipe: &redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisResult<Vec<Value>> {
-        self.name_if_due().await;
-        let r = match &mut self.kind {
-            Kind::Single(c) => c.req_packed_commands(pipe, offset, count).await,
-            Kind::Cluster(r) => r.pipeline(pipe, offset, count).await,
-            Kind::Sentinel(s) => s.clone().request_pipeline(pipe, offset, count).await,
-        };
-        self.naming.after(&r);
-        r
-    }
 }
 
-/// A handle whose commands go out as they are: the naming commands themselves.
-struct Unnamed<'a>(&'a mut Conn);
-
-impl ConnectionLike for Unnamed<'_> {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            // A cluster's own node connections (`cluster_route`) are named too.
-            if let Kind::Cluster(r) = &self.0.kind {
-                r.to_every_node(cmd).await;
-            }
-            self.0.unnamed(cmd).await
-        })
+/// The door for commands from outside the typed path (a user's own through [`Connection`],
+/// redis-rs's `SCRIPT LOAD`): `Some` for a script (`EVALSHA`/`EVAL`, followed by `WAIT` on a
+/// synced handle) with its first key's slot (`None` without keys); `None` for anything else.
+/// The one place that reads a command's words.
+fn script_slot(cmd: &Cmd) -> Option<Option<u16>> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(v) => v,
+        _ => &[],
+    });
+    let name = args.next()?;
+    if !(name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")) {
+        return None;
     }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        _pipeline: &'a redis::Pipeline,
-        _offset: usize,
-        _count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async { Err(protocol_error("no pipelines while naming a connection")) })
-    }
-
-    fn get_db(&self) -> i64 {
-        0
-    }
+    let keyed = args.nth(1).is_some_and(|n| !n.is_empty() && n != b"0");
+    Some(args.next().filter(|_| keyed).map(crate::keys::slot_of))
 }
 
-impl crate::scripts::Peer for Conn {
+impl Peer for Conn {
     fn server(&self) -> Option<&str> {
         self.naming.server()
+    }
+
+    fn send_call<'a>(&'a mut self, call: &'a Call) -> RedisFuture<'a, Value> {
+        Box::pin(self.run(call))
     }
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            match self.batch.clone() {
-                Some(batch) if Batcher::carries(cmd) => self.send_batched(batch, cmd).await,
-                _ => self.send(cmd).await,
+            match script_slot(cmd) {
+                Some(slot) => self.send_script(cmd, slot).await,
+                None => self.raw(cmd, None).await,
             }
         })
     }
@@ -301,14 +235,13 @@ impl ConnectionLike for Conn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(self.raw_pipeline(pipeline, offset, count))
+        Box::pin(self.raw_pipeline(pipeline, offset, count, None))
     }
 
     fn get_db(&self) -> i64 {
         0
     }
 }
-
 /// A reply the connection cannot read.
 fn protocol_error(what: &'static str) -> RedisError {
     RedisError::from((redis::ErrorKind::UnexpectedReturnType, what))

@@ -2,16 +2,15 @@
 //! node, the replica counts they wait for, and what a refusal or a shortfall means.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use super::{protocol_error, Conn, Kind};
-use crate::config::{millis, ReplicaSync};
+use crate::config::{millis, AofSync, ReplicaSync};
 use crate::error::LockError;
-use crate::keys::slot_of;
 
 /// A lock write that no replica confirmed within the sync timeout, or whose `WAIT`/`WAITAOF`
 /// the server refused.
@@ -86,43 +85,53 @@ impl Refusals {
 }
 
 impl Conn {
-    /// Runs a lock script followed by `WAIT <replicas> <timeout>` on the same node, as Redisson
-    /// does outside single-server mode, and fails when replicas exist but none confirmed.
-    pub(super) async fn synced_write(
-        &mut self,
-        cmd: &Cmd,
-        sync: Option<&ReplicaCounts>,
-    ) -> RedisResult<Value> {
-        let (reply, verdict) = self.synced_reply(cmd, sync).await?;
-        verdict.map(|()| reply)
+    /// Whether scripts on this handle are followed by `WAIT`/`WAITAOF`.
+    pub(super) fn syncs(&self) -> bool {
+        self.synced && (self.live_sync().is_some() || self.live_aof().is_some())
     }
 
-    /// [`synced_write`](Self::synced_write) with the script's reply kept apart from the sync
-    /// verdict (a shortfall is recorded on this handle and returned as the verdict's error): a
-    /// batch hands the reply to the operations that did not ask for sync.
-    pub(super) async fn synced_reply(
+    /// `WAIT`'s settings, unless the server refused it and the policy let us go on without.
+    pub(super) fn live_sync(&self) -> Option<Arc<ReplicaCounts>> {
+        self.sync
+            .clone()
+            .filter(|_| !self.refusals.is_refused("WAIT"))
+    }
+
+    /// `WAITAOF`'s settings, unless the server refused it and the policy let us go on without.
+    pub(super) fn live_aof(&self) -> Option<AofSync> {
+        self.aof.filter(|_| !self.refusals.is_refused("WAITAOF"))
+    }
+
+    /// A script on this handle (`slot`: its first key's, `None` without keys), its reply apart
+    /// from the sync verdict; `sync`: followed by `WAIT <replicas> <timeout>` (and `WAITAOF`)
+    /// on the same node when configured, as Redisson does outside single-server mode. A write
+    /// no replica confirmed is recorded on this handle ([`Shortfall`]) and is the verdict's
+    /// error: a batch hands the reply to the operations that did not ask for sync.
+    pub(super) async fn send_parts(
         &mut self,
         cmd: &Cmd,
-        sync: Option<&ReplicaCounts>,
+        slot: Option<u16>,
+        synced: bool,
     ) -> RedisResult<(Value, RedisResult<()>)> {
-        let slot = script_slot(cmd);
-        let aof_sync = self.live_aof();
+        let (counts, aof_sync) = (self.live_sync(), self.live_aof());
+        if !synced || counts.is_none() && aof_sync.is_none() {
+            return Ok((self.raw(cmd, slot).await?, Ok(())));
+        }
+        let (sync, at) = (counts.as_deref(), slot.unwrap_or(0));
         let replicas = match sync {
             None => 0,
-            Some(sync) => match sync.replicas.get(&slot).map(|r| *r) {
+            Some(sync) => match sync.replicas.get(&at).map(|r| *r) {
                 Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,
                 _ => {
-                    let n = self
-                        .connected_replicas(slot, super::cluster_route::script_slot(cmd))
-                        .await?;
-                    sync.replicas.insert(slot, (n, Instant::now()));
+                    let n = self.connected_replicas(at).await?;
+                    sync.replicas.insert(at, (n, Instant::now()));
                     n
                 }
             },
         };
         let wait = sync.filter(|_| replicas > 0);
         if wait.is_none() && aof_sync.is_none() {
-            return Ok((self.raw(cmd).await?, Ok(())));
+            return Ok((self.raw(cmd, slot).await?, Ok(())));
         }
         let mut pipe = redis::pipe();
         pipe.add_command(cmd.clone());
@@ -136,10 +145,10 @@ impl Conn {
                 .arg(millis(aof.timeout));
         }
         let count = 1 + usize::from(wait.is_some()) + usize::from(aof_sync.is_some());
-        let replies = self.raw_pipeline(&pipe, 0, count).await;
+        let replies = self.raw_pipeline(&pipe, 0, count, slot).await;
         if let (Err(_), Some(sync)) = (&replies, sync) {
             // The node may have changed (failover): re-read its replica count next time.
-            sync.replicas.remove(&slot);
+            sync.replicas.remove(&at);
         }
         let mut replies = replies?.into_iter();
         let reply = match replies.next() {
@@ -162,7 +171,7 @@ impl Conn {
             };
             if acked != replicas {
                 // The topology changed: re-read the replica count next time (Redisson too).
-                sync.replicas.remove(&slot);
+                sync.replicas.remove(&at);
             }
             if acked == 0 {
                 crate::observe::replica_sync_failed("WAIT", "unconfirmed");
@@ -226,24 +235,12 @@ impl Conn {
     }
 
     /// `connected_slaves` of the master serving `slot` (`INFO replication`).
-    /// `number`: the same slot as a number, for the cluster's own routing (`cluster_route`).
-    async fn connected_replicas(&mut self, slot: Slot, number: Option<u16>) -> RedisResult<i64> {
+    async fn connected_replicas(&mut self, slot: u16) -> RedisResult<i64> {
         let mut cmd = redis::cmd("INFO");
         cmd.arg("replication");
         let info = match &mut self.kind {
-            Kind::Cluster(r) if number.is_some() => {
-                r.on_master(number.unwrap_or_default(), &cmd).await?
-            }
-            Kind::Cluster(r) => {
-                let route = Route::with_slot(slot, SlotAddr::Master);
-                r.fallback()
-                    .route_command(
-                        cmd,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                    )
-                    .await?
-            }
-            _ => self.raw(&cmd).await?,
+            Kind::Cluster(r) => r.on_master(slot, &cmd).await?,
+            _ => self.raw(&cmd, None).await?,
         };
         let text: String = redis::from_redis_value(info)?;
         Ok(text
@@ -266,22 +263,5 @@ const REPLICA_REFRESH: Duration = Duration::from_secs(2);
 /// than [`REPLICA_REFRESH`], or at once when `WAIT` disagrees with it or fails.
 pub(super) struct ReplicaCounts {
     pub(super) timeout: Duration,
-    pub(super) replicas: DashMap<Slot, (i64, Instant)>,
-}
-
-/// Only scripts are followed by `WAIT` on a synced handle: the `SCRIPT LOAD` that redis-rs
-/// sends after a `NOSCRIPT` writes nothing and has no key to find the master by.
-pub(super) fn is_script(cmd: &Cmd) -> bool {
-    matches!(
-        cmd.args_iter().next(),
-        Some(redis::Arg::Simple(name)) if name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
-    )
-}
-
-/// The hash slot of a script's first key (`EVALSHA sha numkeys key ...`); 0 without keys.
-fn script_slot(cmd: &Cmd) -> Slot {
-    match cmd.args_iter().nth(3) {
-        Some(redis::Arg::Simple(key)) => slot_of(key),
-        _ => slot_of(b""),
-    }
+    pub(super) replicas: DashMap<u16, (i64, Instant)>,
 }

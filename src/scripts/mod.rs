@@ -213,12 +213,11 @@ fn at_offsets(body: &str) -> String {
     )
 }
 
-/// The batch function index (from 1) of the script whose SHA1 is `sha`, when a batch may carry
-/// it.
-pub(crate) fn batch_index(sha: &[u8]) -> Option<u8> {
+/// The batch function index (from 1) of `script`, when a batch may carry it.
+fn batch_index(script: &Script) -> Option<u8> {
     BATCHED
         .iter()
-        .position(|(script, _)| script.get_hash().as_bytes() == sha)
+        .position(|(s, _)| std::ptr::eq(*s, script))
         .and_then(|i| u8::try_from(i + 1).ok())
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn semaphore_release_if_exists(
 /// `ttl_ms`: `None` removes the keys' TTL (`PERSIST`).
 pub(crate) fn sync_expire(keys: &[&str], ttl_ms: Option<u64>) -> Call {
     let mut call = Call::new(&SYNC_EXPIRE, keys.len());
-    keys.iter().for_each(|k| _ = call.key(*k));
+    keys.iter().for_each(|k| _ = call.key(k));
     match ttl_ms {
         Some(ms) => call.arg(ms),
         None => call.arg("persist"),

@@ -10,34 +10,6 @@ use crate::support::{
 use redis::AsyncCommands;
 use redisson_lock::{Client, Config, ShardedPubSub};
 
-fn slot(key: &str) -> u16 {
-    // CRC16/XMODEM of the hash tag or key, as Redis Cluster computes it.
-    let bytes = key.as_bytes();
-    let tagged = bytes
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|o| {
-            let rest = &bytes[o + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&c| c > 0)
-                .map(|c| &rest[..c])
-        })
-        .unwrap_or(bytes);
-    let mut crc: u16 = 0;
-    for &b in tagged {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
 async fn client(cluster: &TestCluster, f: impl FnOnce(Config) -> Config) -> Client {
     Client::with_config(f(Config::cluster(cluster.urls())))
         .await
@@ -123,7 +95,7 @@ async fn locks_in_many_slots_and_hash_tags(cluster: &TestCluster) {
         .map(|i| format!("cl-lock-{i}"))
         .chain((0..5).map(|i| format!("{{user{i}}}:lock")))
         .collect();
-    let slots: std::collections::HashSet<u16> = names.iter().map(|n| slot(n)).collect();
+    let slots: std::collections::HashSet<u16> = names.iter().map(|n| cluster.keyslot(n)).collect();
     assert!(slots.len() > 20, "names spread over many slots");
     for name in &names {
         let lock = c.get_lock(name.clone());
@@ -197,7 +169,7 @@ async fn foreign_spublish_wakes_us_and_our_release_reaches_foreign_ssubscribers(
     let waiter = parked_behind_java(&c, name).await;
     // The Java client releases: DEL, then SPUBLISH on the node owning the channel's slot.
     let _: () = raw.del(name).await.unwrap();
-    let mut node = cluster.master_of(slot(&channel)).conn();
+    let mut node = cluster.master_of(cluster.keyslot(&channel)).conn();
     java_release_message(&mut node, &channel);
     finished(
         waiter,
@@ -248,7 +220,7 @@ async fn watchdog_renews_locks_in_different_slots(cluster: &TestCluster) {
     assert!(
         names
             .iter()
-            .map(|n| slot(n))
+            .map(|n| cluster.keyslot(n))
             .collect::<std::collections::HashSet<_>>()
             .len()
             > 1
@@ -335,7 +307,7 @@ async fn replica_sync_failure_undoes_the_acquire(cluster: &TestCluster) {
     .await;
     // Warm the replica count cache while the replica is healthy.
     take_and_release(&c.get_lock(name)).await;
-    let master = cluster.master_of(slot(name));
+    let master = cluster.master_of(cluster.keyslot(name));
     let replica = cluster
         .nodes
         .iter()
@@ -386,17 +358,17 @@ async fn replica_sync_failure_undoes_the_acquire(cluster: &TestCluster) {
 async fn slot_moved_while_waiting(cluster: &TestCluster) {
     let name = "cl-move";
     let channel = format!("redisson_lock__channel:{{{name}}}");
-    assert_eq!(slot(name), slot(&channel));
+    assert_eq!(cluster.keyslot(name), cluster.keyslot(&channel));
     let c = client(cluster, |c| c).await;
     let mut raw = raw(cluster).await;
     // A foreign holder with a long TTL.
     hold_as_java(&mut raw, name, "java-uuid:9").await;
     let waiter = parked_behind_java(&c, name).await;
-    let old = cluster.master_of(slot(name)).port;
-    let new = cluster.move_slot(slot(name));
+    let old = cluster.master_of(cluster.keyslot(name)).port;
+    let new = cluster.move_slot(cluster.keyslot(name));
     assert_ne!(old, new);
     // Let our subscriber follow the slot to its new owner, then release as Java would there.
-    let mut node = cluster.master_of(slot(name)).conn();
+    let mut node = cluster.master_of(cluster.keyslot(name)).conn();
     assert!(
         wait_until(Duration::from_secs(20), || {
             let n: Vec<redis::Value> = redis::cmd("PUBSUB")

@@ -41,15 +41,13 @@ struct World {
 /// A real `EVALSHA` of `lock.lua` on `key`, its owner field naming the operation.
 fn operation(key: &str, seq: usize) -> Queued {
     let call = crate::scripts::lock(key, 30_000, &format!("op:{seq}"));
-    let cmd = call.cmd().clone();
-    let (index, nkeys) = parse(&cmd).expect("lock.lua is batched");
+    let index = call.batch().expect("lock.lua is batched");
     let (tx, rx) = oneshot::channel();
     // The caller waits: `split` would leave out an operation whose caller is gone.
     std::mem::forget(rx);
     Queued {
         index,
-        nkeys,
-        cmd,
+        call,
         synced: false,
         tx,
     }
@@ -57,7 +55,7 @@ fn operation(key: &str, seq: usize) -> Queued {
 
 /// The sequence number in `op`'s owner field.
 fn seq_of(op: &Queued) -> usize {
-    let field = op.args().nth(1).expect("the owner field");
+    let field = op.call.args().nth(1).expect("the owner field");
     let field = std::str::from_utf8(field).unwrap();
     field.strip_prefix("op:").unwrap().parse().unwrap()
 }

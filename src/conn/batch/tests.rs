@@ -4,12 +4,11 @@ use super::*;
 
 fn queued(key: &str, tag: &str) -> Queued {
     let (tx, _rx) = oneshot::channel();
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg("sha").arg(1).arg(key).arg(tag);
+    let mut call = Call::new(&scripts::FORCE_UNLOCK, 1);
+    call.key(key).arg(tag);
     Queued {
         index: 0,
-        nkeys: 1,
-        cmd,
+        call,
         synced: false,
         tx,
     }
@@ -17,7 +16,7 @@ fn queued(key: &str, tag: &str) -> Queued {
 
 fn tags(ops: &[Queued]) -> Vec<String> {
     ops.iter()
-        .map(|q| String::from_utf8(q.args().next().unwrap().to_vec()).unwrap())
+        .map(|q| String::from_utf8(q.call.args().next().unwrap().to_vec()).unwrap())
         .collect()
 }
 
@@ -81,7 +80,7 @@ fn a_batch_command_carries_each_operations_keys_and_arguments() {
     let words: Vec<Vec<u8>> = batch_cmd(&group)
         .args_iter()
         .map(|a| match a {
-            Arg::Simple(v) => v.to_vec(),
+            redis::Arg::Simple(v) => v.to_vec(),
             _ => panic!("a cursor in a batch command"),
         })
         .collect();
@@ -99,7 +98,7 @@ fn a_batch_command_carries_each_operations_keys_and_arguments() {
         b"trim l",
     ];
     assert_eq!(words, expected);
-    assert_eq!(parse(&group[0].cmd), None, "not a batched script's SHA");
+    assert_eq!(group[0].call.batch(), None, "not a batched script");
 }
 
 #[test]
@@ -111,28 +110,6 @@ fn nothing_leaves_while_every_flight_is_out() {
     state.queue.push(queued("k", "acquire k"));
     assert!(take_ready(&mut state).is_none());
     assert_eq!(state.queue.len(), 1);
-}
-
-#[test]
-fn only_calls_whose_counts_fit_a_header_byte_are_batched() {
-    let call = |nkeys: usize, nargs: usize| {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(scripts::LOCK.get_hash()).arg(nkeys);
-        (0..nkeys + nargs).for_each(|i| _ = cmd.arg(i));
-        parse(&cmd)
-    };
-    assert_eq!(
-        call(1, 2),
-        Some((1, 1)),
-        "lock.lua is the first batched script"
-    );
-    assert_eq!(call(255, 255), Some((1, 255)));
-    assert_eq!(call(256, 0), None, "256 keys");
-    assert_eq!(call(1, 256), None, "256 arguments");
-    assert_eq!(call(0, 2), None, "no lock key");
-    let mut short = redis::cmd("EVALSHA");
-    short.arg(scripts::LOCK.get_hash()).arg(3).arg("k");
-    assert_eq!(parse(&short), None, "fewer keys than it says");
 }
 
 /// A queued operation whose caller still waits (its receiver is kept).
@@ -180,6 +157,6 @@ fn on_a_cluster_a_full_slot_is_a_batch_and_lone_slots_go_alone_together() {
     assert_eq!(batches.len(), 1);
     assert!(batches[0]
         .iter()
-        .all(|q| q.lock_key().starts_with(b"{hot}")));
+        .all(|q| q.call.lock_key().starts_with(b"{hot}")));
     assert_eq!(tags(&alone), ["a", "b", "c"]);
 }
