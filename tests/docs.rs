@@ -215,7 +215,14 @@ fn the_readme_lists_every_config_setting() {
             } else if line.starts_with('}') {
                 in_config = false;
             } else if in_config {
-                if let Some(rest) = line.trim_start().strip_prefix("pub fn with_") {
+                // A setter written out, or a row of `config/mod.rs`'s `settings!` table
+                // (`with_name(arg) -> field: Type;`).
+                let trimmed = line.trim_start();
+                let row = trimmed.starts_with("with_") && trimmed.contains(") -> ");
+                let rest = trimmed
+                    .strip_prefix("pub fn with_")
+                    .or_else(|| row.then(|| &trimmed["with_".len()..]));
+                if let Some(rest) = rest {
                     let name: String = rest
                         .chars()
                         .take_while(|c| c.is_alphanumeric() || *c == '_')
