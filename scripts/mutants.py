@@ -26,7 +26,7 @@ import time
 MUTANTS = [
     (
         "reentry-lease",
-        "src/lock/engine.rs",
+        "src/lock/engine/mod.rs",
         """        let lease_ms = self.key_expiry(&gate, sent, Some(own_ms));""",
         """        let lease_ms = own_ms;""",
         ["--test", "leases", "a_shorter_reentry_never_shortens"],
@@ -34,7 +34,7 @@ MUTANTS = [
     ),
     (
         "release-lease",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """        let lease_ms = self.key_expiry(&gate, Instant::now(), None);""",
         """        let lease_ms = self.watchdog_ms();""",
         ["--test", "leases", "releasing_a_watchdog_hold"],
@@ -42,7 +42,7 @@ MUTANTS = [
     ),
     (
         "owner-unlock-lease",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """        let lease_ms = self.key_expiry(&gate, Instant::now(), None);""",
         """        let lease_ms = grant
             .and_then(|g| match g.lease {
@@ -63,7 +63,7 @@ MUTANTS = [
     ),
     (
         "phantom-adopted",
-        "src/lock/engine.rs",
+        "src/lock/engine/mod.rs",
         """        if count > gate.count() {""",
         """        if false {""",
         ["--test", "leases", "holds_of_a_late_unknown_acquire"],
@@ -71,7 +71,7 @@ MUTANTS = [
     ),
     (
         "stale-guard-release",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """gate.take_grant(id).map(Some).ok_or(Release::NotHeld)""",
         """Ok(gate.take_grant(id).or_else(|| gate.take_latest()))""",
         ["--test", "leases", "a_guard_whose_hold_was_released"],
@@ -79,7 +79,7 @@ MUTANTS = [
     ),
     (
         "unknown-outcome-forgotten",
-        "src/lock/cleanup.rs",
+        "src/lock/engine/cleanup.rs",
         """        if self.armed {
             self.gate.unknown();""",
         """        if false {
@@ -89,7 +89,7 @@ MUTANTS = [
     ),
     (
         "trim-synced",
-        "src/lock/settle.rs",
+        "src/lock/engine/settle.rs",
         """        let mut conn = self.client().conn();""",
         """        let mut conn = self.client().conn_synced();""",
         ["--test", "fault_server", "stalled_replica_is_reported"],
@@ -97,7 +97,7 @@ MUTANTS = [
     ),
     (
         "acquire-unsynced",
-        "src/lock/engine.rs",
+        "src/lock/engine/mod.rs",
         """        let mut conn = client.conn_synced();
         let flight = InFlight::new""",
         """        let mut conn = client.conn();
@@ -142,7 +142,7 @@ MUTANTS = [
     ),
     (
         "release-retry-blind",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """                Err(e) if retry.again(&e).await => unknown |= is_connection_error(&e),""",
         """                Err(e) if retry.again(&e).await => {}""",
         ["--test", "fault_proxy", "unlock_whose_reply_is_dropped"],
@@ -150,7 +150,7 @@ MUTANTS = [
     ),
     (
         "release-retry-trusts-expired-lease",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """        std::cmp::Ordering::Equal if valid.is_some_and(|v| replied < v) => Release::Released,""",
         """        std::cmp::Ordering::Equal => Release::Released,""",
         ["--test", "fault_proxy", "release_retried_after_the_lease_ran_out"],
@@ -166,7 +166,7 @@ MUTANTS = [
     ),
     (
         "wait-ignores-ttl",
-        "src/lock/engine.rs",
+        "src/lock/engine/wait.rs",
         """                    (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64))""",
         """                    None""",
         ["--test", "rlock", "expired_lease_hands_over_to_a_waiter"],
@@ -174,7 +174,7 @@ MUTANTS = [
     ),
     (
         "release-error-swallowed",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """                Err(e) if unknown || is_connection_error(&e) => {
                     return Err(self.write_error(&mut conn, e))
                 }""",
@@ -378,7 +378,7 @@ MUTANTS = [
     ),
     (
         "nr-refusal-unmapped",
-        "src/lock/engine.rs",
+        "src/lock/engine/mod.rs",
         """            Err(e) if crate::scripts::is_reentry_refusal(&e) => {""",
         """            Err(e) if crate::scripts::is_reentry_refusal(&e) && false => {""",
         ["--test", "non_reentrant", "the_holder_cannot_take_a_non_reentrant_lock_twice"],
@@ -803,7 +803,7 @@ MUTANTS = [
     ),
     (
         "spin-no-growth",
-        "src/lock/engine.rs",
+        "src/lock/engine/wait.rs",
         """                    retry.reset();
                     delays.next().unwrap_or_default()""",
         """                    retry.reset();
@@ -1002,7 +1002,7 @@ MUTANTS = [
     # --- The second round of holes (tests/it/holes2/, the model and the schedules).
     (
         "refusal-unheard",
-        "src/lock/engine.rs",
+        "src/wait.rs",
         """            if let Some(e) = channel.refusal() {""",
         """            if let Some(e) = channel.refusal().filter(|_| false) {""",
         ["--test", "holes2", "multi_channel_refusals::a_resubscription_refused"],
@@ -1010,7 +1010,7 @@ MUTANTS = [
     ),
     (
         "sync-refusal-unheard",
-        "src/sync/mod.rs",
+        "src/wait.rs",
         """        if let Some(e) = channel.refusal() {""",
         """        if let Some(e) = channel.refusal().filter(|_| false) {""",
         ["--test", "holes2", "multi_channel_refusals::a_semaphore_waiter_refused"],
@@ -1079,7 +1079,7 @@ MUTANTS = [
     ),
     (
         "model-retry-releases",
-        "src/lock/release.rs",
+        "src/lock/engine/release.rs",
         """        Try::Trim { target: after }
     } else {""",
         """        Try::Release

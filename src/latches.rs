@@ -3,7 +3,7 @@
 //! The latches are the semaphore's receipts (`redisson_semaphore_latch:{name}:<id>`, see
 //! `sync/semaphore.rs`). Lock releases used to send theirs here too (Redisson's
 //! `redisson_unlock_latch:{name}:<id>`); they write none any more: an unlock retry trims to the
-//! owner's known count instead (`lock/release.rs`, docs/protocol.md "Unlock retries").
+//! owner's known count instead (`lock/engine/release.rs`, docs/protocol.md "Unlock retries").
 //!
 //! A receipt only matters while its request might be retried, and a retry happens before the
 //! request returns. We collect them and send one `UNLINK` per batch (per hash slot on a cluster).

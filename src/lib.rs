@@ -39,6 +39,7 @@ mod shutdown;
 mod sync;
 mod time;
 mod tls;
+mod wait;
 mod watchdog;
 
 /// The redis-rs crate this one is built on, re-exported so that code using

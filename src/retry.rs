@@ -1,12 +1,12 @@
 //! The one retry policy: which failures are worth another try ([`Transient`]) and how long to
 //! wait before it ([`Retry`]). Every retry loop in the crate goes through here:
 //!
-//! * the acquire's first try and its wait loop (`lock/engine.rs`): a failed acquire is tried
+//! * the acquire's first try and its wait loop (`lock/engine/`, `wait.rs`): a failed acquire is tried
 //!   again only after the owner's gate knows its outcome may be unknown, so the next try first
 //!   trims whatever it may have taken (never a blind retry that inflates the hold count);
 //! * the release script: sent again only after a try that cannot have run (a redirection);
 //!   after an unknown outcome, retried as the trim to the owner's known count, which cannot
-//!   release twice (`lock/release.rs`);
+//!   release twice (`lock/engine/release.rs`);
 //! * the background settle of an unknown outcome, until the unknown hold's lease has passed;
 //! * the subscriber's reconnects (`pubsub.rs`), for as long as the client lives.
 //!

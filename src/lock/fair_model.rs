@@ -8,7 +8,7 @@
 //! the cancel's moving of later deadlines, the wait hint, and what each publishes to whom (the
 //! head's own channel `redisson_lock__channel:{name}:<field>`).
 //!
-//! Clients: each runs one acquisition with a wait budget, mirrored from `engine.rs`: the first
+//! Clients: each runs one acquisition with a wait budget, mirrored from `lock/engine/`: the first
 //! try, then (held) the subscription to its own channel, then the wait loop (register for a
 //! wake-up, try, sleep until a message, the hint or the deadline; one last try at the deadline);
 //! the retry of a failed try (`Retry::attempts`, with the settle's trim of an unknown outcome
@@ -52,7 +52,7 @@ use std::collections::BTreeMap;
 
 use stateright::{Checker, Model, Property};
 
-use super::release::{next_try, Try};
+use super::engine::{next_try, ReleaseTry as Try};
 
 /// One step of model time, in milliseconds.
 const UNIT: i64 = 1_000;

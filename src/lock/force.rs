@@ -77,10 +77,10 @@ impl<K: LockKind> Lock<K> {
     }
 
     async fn force(&self, seen: &str) -> Result<ForceUnlock> {
-        self.check_name()?;
+        self.engine.check_name()?;
         let mut conn = self.client().conn_synced();
-        let op = self.op("", 0, 0);
-        let script = self.shared.kind.force_unlock_script(&op, seen);
+        let op = self.engine.op("", 0, 0);
+        let script = self.engine.kind.force_unlock_script(&op, seen);
         let run = Box::pin(async {
             let reply: i64 = script
                 .invoke_async(&mut conn)

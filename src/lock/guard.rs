@@ -137,6 +137,7 @@ impl<K: LockKind> LockGuard<K> {
         let fixed = self.lease.map(|_| lease);
         let set = self
             .lock
+            .engine
             .reapply_lease(&self.hold, self.epoch, self.grant, fixed)
             .await?;
         if let (true, Some(l)) = (set, fixed) {
@@ -340,7 +341,11 @@ impl<K: LockKind> LockGuard<K> {
         let target = self.target();
         // Boxed (as the acquisition is): a task that awaits `lock()` and then `unlock()` keeps
         // the larger of the two futures in its state for its whole life, parked included.
-        let release = Box::pin(self.lock.release(&self.hold, target, &mut self.armed));
+        let release = Box::pin(
+            self.lock
+                .engine
+                .release(&self.hold, target, &mut self.armed),
+        );
         let op = self.lock.observed("release");
         let r = observe::release(op, 0, release, release_outcome).await;
         if r.is_ok() {
@@ -464,6 +469,7 @@ impl<K: LockKind> LockGuard<K> {
     async fn release(&self) -> Result<Release> {
         let r = self
             .lock
+            .engine
             .release(&self.hold, self.target(), &mut true)
             .await;
         self.observe(&r);

@@ -2,8 +2,6 @@
 //! The algorithm itself (acquire, wait, release, settle) is in [`engine`]; lock kinds
 //! ([`LockKind`]) only supply scripts.
 
-mod claim;
-mod cleanup;
 mod engine;
 #[cfg(test)]
 mod fair_model;
@@ -12,11 +10,9 @@ mod guard;
 #[cfg(test)]
 mod model;
 mod query;
-mod release;
-mod settle;
 
 pub(crate) use engine::Target;
-use engine::{AcquireRequest, Granted};
+use engine::{AcquireRequest, Engine, Granted};
 pub use force::ForceUnlock;
 pub use guard::LockGuard;
 pub use query::LockTtl;
@@ -25,10 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{LockError, Result};
-use crate::keys::slot_of;
 use crate::observe;
 use crate::owner::LockOwner;
-use crate::raw::{KindExt, LockKind, Release};
+use crate::raw::{LockKind, Release};
 use crate::shared::Client;
 use crate::time::MAX_DURATION;
 
@@ -85,7 +80,7 @@ use crate::time::MAX_DURATION;
 /// # Ok(()) })
 /// ```
 pub struct Lock<K: LockKind> {
-    shared: Arc<Shared<K>>,
+    engine: Arc<Engine<K>>,
     owner: Bound,
 }
 
@@ -101,22 +96,10 @@ enum Bound {
     Explicit(LockOwner),
 }
 
-struct Shared<K> {
-    client: Client,
-    name: Arc<str>,
-    /// The owner field of the last owner that acquired through this handle, kept so that a
-    /// handle used again and again by one task builds its field once.
-    last_field: parking_lot::Mutex<Option<(LockOwner, Arc<str>)>>,
-    channel: String,
-    kind: K,
-    /// Why this name cannot be locked here, found once when the handle is made.
-    refused: Option<&'static str>,
-}
-
 impl<K: LockKind> Clone for Lock<K> {
     fn clone(&self) -> Self {
         Lock {
-            shared: self.shared.clone(),
+            engine: self.engine.clone(),
             owner: self.owner,
         }
     }
@@ -125,8 +108,8 @@ impl<K: LockKind> Clone for Lock<K> {
 impl<K: LockKind> std::fmt::Debug for Lock<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.shared.name)
-            .field("kind", &self.shared.kind)
+            .field("name", &self.engine.name)
+            .field("kind", &self.engine.kind)
             .field("owner", &self.owner)
             .finish()
     }
@@ -134,29 +117,20 @@ impl<K: LockKind> std::fmt::Debug for Lock<K> {
 
 impl<K: LockKind> Lock<K> {
     pub(crate) fn new(client: Client, name: String, kind: K) -> Self {
-        let channel = kind.channel(&name);
-        let refused = refusal(&client, &name, &kind);
         Lock {
-            shared: Arc::new(Shared {
-                client,
-                name: name.into(),
-                last_field: parking_lot::Mutex::new(None),
-                channel,
-                kind,
-                refused,
-            }),
+            engine: Arc::new(Engine::new(client, name, kind)),
             owner: Bound::Current,
         }
     }
 
     /// The lock name (its Redis key).
     pub fn name(&self) -> &str {
-        &self.shared.name
+        &self.engine.name
     }
 
     /// The client this lock belongs to.
     pub fn client(&self) -> &Client {
-        &self.shared.client
+        &self.engine.client
     }
 
     /// A handle on the same lock that acts for `owner` instead of the current task, so that
@@ -179,7 +153,7 @@ impl<K: LockKind> Lock<K> {
     /// ```
     pub fn with_owner(&self, owner: LockOwner) -> Self {
         Lock {
-            shared: self.shared.clone(),
+            engine: self.engine.clone(),
             owner: Bound::Explicit(owner),
         }
     }
@@ -193,7 +167,7 @@ impl<K: LockKind> Lock<K> {
             bound => bound,
         };
         Lock {
-            shared: self.shared.clone(),
+            engine: self.engine.clone(),
             owner,
         }
     }
@@ -206,7 +180,7 @@ impl<K: LockKind> Lock<K> {
     ) -> Result<Option<LockGuard<K>>> {
         // Boxed: a parked waiter then keeps one copy of the acquisition's state (a future moved
         // into another is otherwise laid out in both).
-        let acquire = Box::pin(self.acquire(self.request(wait, lease)));
+        let acquire = Box::pin(self.engine.acquire(self.request(wait, lease)));
         let r = observe::acquire(self.observed("acquire"), 0, acquire).await;
         Ok(r?.map(|g| self.guard(g)))
     }
@@ -415,45 +389,21 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) })
     /// ```
     pub async fn unlock(&self) -> Result<()> {
-        self.check_name()?;
+        self.engine.check_name()?;
         let owner = self.owner();
-        let hold = self.hold(owner);
+        let hold = self.engine.hold(owner);
         let mut pending = true;
-        let release = Box::pin(self.release(&hold, Target::Latest, &mut pending));
+        let release = Box::pin(self.engine.release(&hold, Target::Latest, &mut pending));
         let r = observe::release(self.observed("unlock"), 0, release, release_outcome).await;
         self.client().registry().forget(&hold);
         match r? {
             Release::NotHeld => Err(LockError::NotOwner {
                 name: self.name().to_owned(),
-                field: self.field(owner),
+                field: self.engine.field(owner),
             }),
             _ => Ok(()),
         }
     }
-}
-
-/// Why `name` cannot be locked on this client, if it cannot: an empty name, or, on a cluster,
-/// a name whose related keys fall in other hash slots than the key itself. Redisson's naming
-/// rule wraps the name in `{...}` unless it contains `{` anywhere, so `a{b`, `a}b`, `{}x` or
-/// `x{}y{z}` leave the channel or the latch in another slot: such a lock could be taken but
-/// never released (`CROSSSLOT`), by Redisson too. Standalone and Sentinel accept them.
-fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("lock name must not be empty");
-    }
-    if !client.is_cluster() {
-        return None;
-    }
-    let field = kind.field(format!("{}:1", client.id()));
-    let slot = slot_of(name.as_bytes());
-    let split = crate::raw::related_keys(kind, name, &field)
-        .iter()
-        .any(|k| slot_of(k.as_bytes()) != slot);
-    split.then_some(
-        "on a Redis Cluster the lock name must keep its related keys in its hash slot: use a \
-         name without `{` `}` or with one non-empty hash tag, e.g. `{orders}:42` (Redisson's \
-         naming rule puts the channel and latch of other names in another slot)",
-    )
 }
 
 /// How a release ended, for its span.

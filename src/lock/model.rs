@@ -37,8 +37,7 @@ use std::time::{Duration, Instant};
 
 use stateright::{Checker, Model, Property};
 
-use super::engine::Target;
-use super::release::{ends_epoch, next_try, retried, take_for_release, Try};
+use super::engine::{ends_epoch, next_try, retried, take_for_release, ReleaseTry as Try, Target};
 use crate::holds::{Grant, HoldState, Lease};
 use crate::raw::Release;
 use crate::time::later;

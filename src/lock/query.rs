@@ -41,10 +41,10 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) })
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        self.check_name()?;
-        self.after_releases(self.owner()).await;
+        self.engine.check_name()?;
+        self.engine.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
-        match self.shared.kind.is_locked_script(self.name()) {
+        match self.engine.kind.is_locked_script(self.name()) {
             Some(script) => {
                 let locked: i64 = script
                     .invoke_async(&mut conn)
@@ -97,10 +97,10 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) })
     /// ```
     pub async fn is_held_by(&self, owner: LockOwner) -> Result<bool> {
-        self.check_name()?;
-        self.after_releases(owner).await;
+        self.engine.check_name()?;
+        self.engine.after_releases(owner).await;
         let mut conn = self.client().conn();
-        conn.hexists(self.name(), self.field(owner))
+        conn.hexists(self.name(), self.engine.field(owner))
             .await
             .map_err(|e| from_script(K::SPEC.name, self.name(), e))
     }
@@ -126,11 +126,11 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) })
     /// ```
     pub async fn hold_count(&self) -> Result<u32> {
-        self.check_name()?;
-        self.after_releases(self.owner()).await;
+        self.engine.check_name()?;
+        self.engine.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
         let count: Option<u32> = conn
-            .hget(self.name(), self.field(self.owner()))
+            .hget(self.name(), self.engine.field(self.owner()))
             .await
             .map_err(|e| from_script(K::SPEC.name, self.name(), e))?;
         Ok(count.unwrap_or(0))
@@ -157,8 +157,8 @@ impl<K: LockKind> Lock<K> {
     /// # Ok(()) })
     /// ```
     pub async fn remain_time_to_live(&self) -> Result<LockTtl> {
-        self.check_name()?;
-        self.after_releases(self.owner()).await;
+        self.engine.check_name()?;
+        self.engine.after_releases(self.owner()).await;
         let mut conn = self.client().conn();
         let ttl: i64 = conn.pttl(self.name()).await?;
         Ok(match ttl {
@@ -197,7 +197,7 @@ impl Lock<crate::raw::Fenced> {
     /// # Ok(()) })
     /// ```
     pub async fn current_token(&self) -> Result<Option<i64>> {
-        self.check_name()?;
+        self.engine.check_name()?;
         let key = crate::keys::prefix_name(crate::keys::TOKEN_PREFIX, self.name());
         let mut conn = self.client().conn();
         let value: Option<String> = conn

@@ -2,7 +2,7 @@
 //!
 //! A kind says which scripts acquire, release, trim and force-unlock it, how their replies
 //! read, which channel its waiters wait on and what its release wakes. Everything else (owners,
-//! waiting, leases, the watchdog, cancellation) is written once in `lock.rs`.
+//! waiting, leases, the watchdog, cancellation) is written once in `lock/engine/`.
 
 mod fair;
 mod fenced;
@@ -133,7 +133,7 @@ pub trait RawLock: Clone + Send + Sync + std::fmt::Debug + 'static {
     fn acquire_script(&self, op: &Op<'_>, enqueue: bool) -> Call;
 
     /// Script that releases one hold. Not idempotent by itself: after an unknown outcome the
-    /// engine retries with the trim to the owner's known count instead (`lock/release.rs`).
+    /// engine retries with the trim to the owner's known count instead (`lock/engine/release.rs`).
     fn release_script(&self, op: &Op<'_>) -> Call;
 
     /// Capability: a script run when a wait ends without the lock (timeout, error,
@@ -185,6 +185,18 @@ pub(crate) trait KindExt: RawLock {
             format!("{channel}:{field}")
         } else {
             channel.to_owned()
+        }
+    }
+
+    /// The same owner's field on the other side of a read-write lock (`None` for every other
+    /// kind): a read field's write field, a write field's read field.
+    fn other_side(&self, field: &str) -> Option<String> {
+        match Self::SPEC.layout {
+            Layout::Read => Some(format!("{field}{}", Write::SPEC.field_suffix)),
+            Layout::Write => field
+                .strip_suffix(Self::SPEC.field_suffix)
+                .map(str::to_owned),
+            Layout::Plain | Layout::Fair => None,
         }
     }
 

@@ -3,11 +3,10 @@
 //! [`RateLimiter`] (`RRateLimiter`, which waits by sleeping the delay its script answers, not
 //! on a channel, as Redisson's).
 //!
-//! They share one waiting discipline with the locks (`lock/engine.rs`): try once without a
-//! subscription; if that fails, subscribe to the object's channel, then loop: register for a
-//! wake-up *before* trying, try, sleep until a message, a bounded re-check or the deadline. A
-//! message published between the try and the sleep is therefore never lost. The per-channel
-//! wake policy (`pubsub::Wake`) says how many local waiters one message wakes.
+//! They share one wait loop with the locks ([`crate::wait`]): try once without a subscription;
+//! if that fails, subscribe to the object's channel, then loop: register for a wake-up *before*
+//! trying, try, sleep until a message, a bounded re-check or the deadline. The per-channel wake
+//! policy (`pubsub::Wake`) says how many local waiters one message wakes.
 
 mod count_down_latch;
 mod permit_extras;
@@ -37,20 +36,13 @@ use crate::retry::Retry;
 use crate::scripts::Call;
 use crate::shared::Client;
 pub(crate) use crate::time::{epoch_ms, remaining};
+use crate::wait;
+pub(crate) use crate::wait::Step;
 
 /// The longest a waiter sleeps without a message before it tries again: a bound, not a poll,
 /// for the case where a message was published where this client could not hear it (e.g. by a
 /// client using the other publish command). Reconnects of the subscriber wake every waiter.
 const RECHECK: Duration = Duration::from_secs(30);
-
-/// What one try of a waiting operation found.
-pub(crate) enum Step<T> {
-    /// Done: the value to return.
-    Done(T),
-    /// Not yet; try again after a message, or at the latest after this long (`None`: only the
-    /// re-check bound).
-    Wait(Option<Duration>),
-}
 
 /// Runs `attempt` until it is done or `deadline` passes, sleeping on `channel` in between (see
 /// the module docs; a parked waiter counts in the `kind`'s waiters gauge). `Ok(None)`: the
@@ -79,67 +71,29 @@ where
             Err(e) => return Err(e),
         }
     }
-    let parked = park(kind, client, channel, wake, deadline, attempt);
-    observe::waiting(parked).await
-}
-
-/// [`wait_for`] after its first try: subscribed to `channel`, tries on each wake-up until done
-/// or `deadline` (the operation's `redisson_lock.wait` span).
-async fn park<T, F, Fut>(
-    kind: &'static str,
-    client: &Client,
-    channel: &str,
-    wake: Wake,
-    deadline: Option<Instant>,
-    mut attempt: F,
-) -> Result<Option<T>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Step<T>>>,
-{
-    let config = client.config();
-    let Some(left) = remaining(deadline) else {
-        return Ok(None);
-    };
-    let sub_timeout = config.subscription_timeout().min(left);
-    let channel = match client
-        .pubsub()
-        .subscribe_with(channel, sub_timeout, wake)
-        .await
-    {
-        Ok(c) => c,
-        Err(e) if e.is_timeout() && remaining(deadline).is_none() => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let _parked = observe::Parked::new(kind);
-    let mut retry = Retry::attempts(config).op("acquire").kind(kind);
-    loop {
-        // Register for wake-ups *before* trying, so a message in between is not missed.
-        let notified = channel.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        // `Client::shutdown` wakes every waiter: its wait ends here.
-        client.check_open()?;
-        // Refused on a resubscription: no message can come (`Channel::refusal`).
-        if let Some(e) = channel.refusal() {
-            return Err(e);
-        }
-        let pause = match attempt().await {
-            Ok(Step::Done(v)) => return Ok(Some(v)),
-            Ok(Step::Wait(hint)) => {
-                retry.reset();
-                hint.map_or(RECHECK, |h| h.min(RECHECK))
-            }
-            Err(e) => match retry.pause_after(&e) {
-                Some(p) => p,
-                None => return Err(e),
-            },
-        };
-        let Some(left) = remaining(deadline) else {
+    // Parked (the operation's `redisson_lock.wait` span): subscribed to `channel`, tries on
+    // each wake-up in the shared loop until done or `deadline`, sleeping at most [`RECHECK`].
+    let parked = async {
+        let subscribed = wait::subscribe(config, deadline, |timeout| {
+            client.pubsub().subscribe_with(channel, timeout, wake)
+        });
+        let Some(sub) = subscribed.await? else {
             return Ok(None);
         };
-        let _ = tokio::time::timeout(pause.min(left), notified).await;
-    }
+        let retry = Retry::attempts(config).op("acquire").kind(kind);
+        let open = || client.check_open();
+        wait::wait_on(kind, channel, &sub, deadline, retry, open, || {
+            let tried = attempt();
+            async move {
+                Ok(match tried.await? {
+                    Step::Wait(hint) => Step::Wait(Some(hint.map_or(RECHECK, |h| h.min(RECHECK)))),
+                    done => done,
+                })
+            }
+        })
+        .await
+    };
+    observe::waiting(parked).await
 }
 
 /// A wait budget as a deadline (`None`: a wait too long to represent is no deadline at all).

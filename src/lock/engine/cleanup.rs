@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use super::Lock;
+use super::Engine;
 use crate::holds::{Gate, Hold};
 use crate::raw::LockKind;
 
@@ -14,7 +14,7 @@ use crate::raw::LockKind;
 /// grants the gate knows) and a background task trims it.
 pub(super) struct InFlight<'g, K: LockKind> {
     gate: &'g mut Gate,
-    lock: &'g Lock<K>,
+    engine: &'g Arc<Engine<K>>,
     hold: &'g Arc<Hold>,
     lease_ms: u64,
     armed: bool,
@@ -23,13 +23,13 @@ pub(super) struct InFlight<'g, K: LockKind> {
 impl<'g, K: LockKind> InFlight<'g, K> {
     pub(super) fn new(
         gate: &'g mut Gate,
-        lock: &'g Lock<K>,
+        engine: &'g Arc<Engine<K>>,
         hold: &'g Arc<Hold>,
         lease_ms: u64,
     ) -> Self {
         InFlight {
             gate,
-            lock,
+            engine,
             hold,
             lease_ms,
             armed: true,
@@ -46,7 +46,7 @@ impl<K: LockKind> Drop for InFlight<'_, K> {
         if self.armed {
             self.gate.unknown();
             self.hold.set_watchdog(self.gate);
-            self.lock.spawn_settle(self.hold.clone(), self.lease_ms);
+            self.engine.spawn_settle(self.hold.clone(), self.lease_ms);
         }
     }
 }
@@ -54,20 +54,20 @@ impl<K: LockKind> Drop for InFlight<'_, K> {
 /// Forgets an acquisition's hold in the client's map when the acquisition ends, however it
 /// ends; [`Holds::forget`](crate::holds::Holds::forget) keeps holds still in use.
 pub(super) struct Forget<'a, K: LockKind> {
-    pub(super) lock: &'a Lock<K>,
+    pub(super) engine: &'a Engine<K>,
     pub(super) hold: &'a Arc<Hold>,
 }
 
 impl<K: LockKind> Drop for Forget<'_, K> {
     fn drop(&mut self) {
-        self.lock.client().registry().forget(self.hold);
+        self.engine.client().registry().forget(self.hold);
     }
 }
 
 /// Leaves the wait queue (fair lock) when a wait ends without the lock, however it ends:
 /// timeout, error or a dropped future. Kinds without a queue have no cancel script.
 pub(super) struct QueueExit<'a, K: LockKind> {
-    pub(super) lock: &'a Lock<K>,
+    pub(super) engine: &'a Engine<K>,
     pub(super) field: &'a str,
     pub(super) wait_ms: u64,
     pub(super) armed: bool,
@@ -78,15 +78,15 @@ impl<K: LockKind> Drop for QueueExit<'_, K> {
         if !self.armed {
             return;
         }
-        let op = self.lock.op(self.field, 0, self.wait_ms);
-        let Some(inv) = self.lock.shared.kind.cancel_script(&op) else {
+        let op = self.engine.op(self.field, 0, self.wait_ms);
+        let Some(inv) = self.engine.kind.cancel_script(&op) else {
             return;
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let mut conn = self.lock.client().conn_synced();
-        let name = self.lock.name().to_owned();
+        let mut conn = self.engine.client().conn_synced();
+        let name = self.engine.name().to_owned();
         rt.spawn(async move {
             if let Err(e) = inv.invoke_async::<Value>(&mut conn).await {
                 // The waiter's deadline evicts it from the queue anyway.

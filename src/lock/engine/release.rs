@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::cleanup::InFlight;
-use super::engine::Target;
-use super::Lock;
+use super::Engine;
+use super::Target;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, Grant, GrantId, Hold, HoldState};
 use crate::raw::{KindExt, LockKind, Release};
@@ -22,7 +22,7 @@ use crate::retry::Retry;
 use crate::scripts;
 use crate::time::later;
 
-impl<K: LockKind> Lock<K> {
+impl<K: LockKind> Engine<K> {
     /// Releases one grant: a guard's own, or the owner's latest. The key's expiry is set to
     /// cover the grants that remain (not the released one's lease, and not the watchdog's
     /// when only fixed leases remain). `pending` is cleared once the release script is about
@@ -30,7 +30,7 @@ impl<K: LockKind> Lock<K> {
     /// before that, nothing was released. It is set again when the script failed before
     /// changing anything: the grant is restored, still the caller's to release.
     pub(crate) async fn release(
-        &self,
+        self: &Arc<Self>,
         hold: &Arc<Hold>,
         target: Target,
         pending: &mut bool,
@@ -57,8 +57,7 @@ impl<K: LockKind> Lock<K> {
             let op = self.op(&hold.field, lease_ms, 0);
             let mut conn = client.conn_synced();
             let tried = if let Try::Trim { target } = next_try(unknown, after) {
-                self.shared
-                    .kind
+                self.kind
                     .trim_script(&op, target)
                     .invoke_async::<i64>(&mut conn)
                     .await
@@ -67,12 +66,11 @@ impl<K: LockKind> Lock<K> {
                         Ok(retried(found, after, valid, Instant::now()))
                     })
             } else {
-                self.shared
-                    .kind
+                self.kind
                     .release_script(&op)
                     .invoke_async::<Value>(&mut conn)
                     .await
-                    .map(|reply| self.shared.kind.parse_release(&reply).ok_or(reply))
+                    .map(|reply| self.kind.parse_release(&reply).ok_or(reply))
             };
             match tried {
                 Ok(outcome) => break outcome,
@@ -155,7 +153,7 @@ impl<K: LockKind> Lock<K> {
 
 /// What one try of a release sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Try {
+pub(in crate::lock) enum Try {
     /// The kind's release script: releases one hold.
     Release,
     /// `lua/trim.lua` to `target`: releases only what is still there to release.
@@ -165,7 +163,7 @@ pub(super) enum Try {
 /// The next try of a release that leaves `after` holds: the release script, or, once an earlier
 /// try may have run without us learning its outcome (`unknown`), the trim to `after`, which
 /// cannot release twice.
-pub(super) fn next_try(unknown: bool, after: u32) -> Try {
+pub(in crate::lock) fn next_try(unknown: bool, after: u32) -> Try {
     if unknown {
         Try::Trim { target: after }
     } else {
@@ -176,7 +174,7 @@ pub(super) fn next_try(unknown: bool, after: u32) -> Try {
 /// The grant a release gives back, taken out of the gate (`Ok(None)`: an owner-style release
 /// with no grant known, which still asks Redis); `Err(NotHeld)` when a guard's grant is gone
 /// (lost with its epoch, or released owner-style): nothing is sent.
-pub(super) fn take_for_release(
+pub(in crate::lock) fn take_for_release(
     gate: &mut HoldState,
     target: Target,
 ) -> std::result::Result<Option<Grant>, Release> {
@@ -200,7 +198,12 @@ pub(super) fn take_for_release(
 ///   `valid` the hold was there when it ran: released. At or past it, the lease may have run out
 ///   first: reported lost, never a success that may not have happened;
 /// * fewer than `after`: holds the owner counted are gone, lost.
-pub(super) fn retried(found: i64, after: u32, valid: Option<Instant>, replied: Instant) -> Release {
+pub(in crate::lock) fn retried(
+    found: i64,
+    after: u32,
+    valid: Option<Instant>,
+    replied: Instant,
+) -> Release {
     let after = i64::from(after);
     match found.cmp(&after) {
         std::cmp::Ordering::Greater if after > 0 => Release::StillHeld,
@@ -220,7 +223,7 @@ fn book_release(hold: &Hold, gate: &mut Gate, outcome: Release) {
 
 /// Whether a release that reported `outcome` ends the hold's epoch, `gate` holding the grants
 /// that remain.
-pub(super) fn ends_epoch(outcome: Release, gate: &HoldState) -> bool {
+pub(in crate::lock) fn ends_epoch(outcome: Release, gate: &HoldState) -> bool {
     match outcome {
         Release::NotHeld => true,
         Release::StillHeld if gate.count() > 0 => false,

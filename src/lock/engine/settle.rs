@@ -5,14 +5,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Lock;
+use super::Engine;
 use crate::error::{from_script, Result};
 use crate::holds::{Gate, Hold};
 use crate::raw::{KindExt, LockKind};
 use crate::retry::{Retry, Transient};
 use crate::time::later;
 
-impl<K: LockKind> Lock<K> {
+impl<K: LockKind> Engine<K> {
     /// Brings Redis back to the grants the gate knows when an earlier outcome was unknown.
     pub(super) async fn settle(&self, hold: &Hold, gate: &mut Gate) -> Result<()> {
         if !gate.is_dirty() {
@@ -22,7 +22,6 @@ impl<K: LockKind> Lock<K> {
         let mut conn = self.client().conn();
         let op = self.op(&hold.field, lease_ms, 0);
         let found: i64 = self
-            .shared
             .kind
             .trim_script(&op, gate.count())
             .invoke_async(&mut conn)
@@ -39,14 +38,14 @@ impl<K: LockKind> Lock<K> {
     }
 
     /// Settles a dirty hold in the background (after a cancelled or failed script).
-    pub(super) fn spawn_settle(&self, hold: Arc<Hold>, lease_ms: u64) {
+    pub(super) fn spawn_settle(self: &Arc<Self>, hold: Arc<Hold>, lease_ms: u64) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(lock = %self.name(), "no tokio runtime: the unknown hold is settled by the next operation or its lease");
             return;
         };
-        let lock = self.clone();
+        let engine = self.clone();
         rt.spawn(async move {
-            let config = lock.client().config().clone();
+            let config = engine.client().config().clone();
             // Retry while the unknown hold may still be alive in Redis: for its lease. Past
             // that, an owner left with no hold has nothing renewing it, so it has expired and
             // the hold can go (before, a hold dirtied during an outage longer than the retries
@@ -56,7 +55,7 @@ impl<K: LockKind> Lock<K> {
             let mut retry = Retry::until(&config, give_up).op("settle").kind(K::SPEC.name);
             loop {
                 let mut gate = hold.gate().await;
-                match lock.settle(&hold, &mut gate).await {
+                match engine.settle(&hold, &mut gate).await {
                     Ok(()) => break,
                     Err(e) if e.is_transient() => match retry.pause_after(&e) {
                         Some(pause) => {
@@ -67,17 +66,17 @@ impl<K: LockKind> Lock<K> {
                             if gate.count() == 0 {
                                 gate.settled();
                             }
-                            tracing::debug!(lock = %lock.name(), error = %e, "unknown hold not settled; its lease has run out");
+                            tracing::debug!(lock = %engine.name(), error = %e, "unknown hold not settled; its lease has run out");
                             break;
                         }
                     },
                     Err(e) => {
-                        tracing::warn!(lock = %lock.name(), error = %e, "can't settle an unknown hold");
+                        tracing::warn!(lock = %engine.name(), error = %e, "can't settle an unknown hold");
                         break;
                     }
                 }
             }
-            lock.client().registry().forget(&hold);
+            engine.client().registry().forget(&hold);
         });
     }
 }
