@@ -340,3 +340,46 @@ fn bench_modules_form_no_cycle() {
         );
     }
 }
+
+/// The most lines a source file of the library or the CLI may have (ARCHITECTURE.md, "Layers"):
+/// a file longer than that holds more than one idea. Test-only modules (declared under
+/// `#[cfg(test)]` by their parent, such as the stateright models) are exempt.
+const MAX_FILE_LINES: usize = 550;
+
+#[test]
+fn no_source_file_is_over_the_line_limit() {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 50, "found too few sources: {}", files.len());
+    let mut long = Vec::new();
+    for file in &files {
+        let lines = std::fs::read_to_string(file).expect("read").lines().count();
+        if lines <= MAX_FILE_LINES || test_only(file) {
+            continue;
+        }
+        long.push(format!("{} ({lines} lines)", file.display()));
+    }
+    assert!(
+        long.is_empty(),
+        "over {MAX_FILE_LINES} lines: {long:?}: split it where it holds two ideas"
+    );
+}
+
+/// Whether `file` is a module its parent declares under `#[cfg(test)]`.
+fn test_only(file: &Path) -> bool {
+    let name = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let dir = file.parent().expect("a parent");
+    let parent = ["mod.rs", "lib.rs"]
+        .iter()
+        .map(|p| dir.join(p))
+        .chain(std::iter::once(dir.with_extension("rs")))
+        .find(|p| p.exists() && p != file);
+    let Some(parent) = parent else { return false };
+    let text = std::fs::read_to_string(parent).expect("read parent");
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines.windows(2).any(|w| {
+        w[0] == "#[cfg(test)]"
+            && (w[1] == format!("mod {name};") || w[1] == format!("pub(crate) mod {name};"))
+    })
+}
