@@ -108,25 +108,32 @@ MUTANTS = [
     (
         "connect-no-ping",
         "src/client.rs",
-        """        redis::cmd("PING")
+        """        if let Err(e) = redis::cmd("PING")
             .query_async::<redis::Value>(&mut conn)
             .await
-            .map_err(|e| auth_error(e.into()))?;""",
+        {
+            return Err(endpoints.connect_error(auth_error(e.into())).await);
+        }""",
         "",
         ["--test", "connect", "a_protected_server_fails_at_connect"],
         "connect does not check credentials: NOAUTH surfaces at the first lock call",
     ),
     (
         "urls-unchecked",
-        "src/config.rs",
-        """            None => check_urls(&self.topology),""",
-        """            None => Ok(()),""",
+        "src/endpoints/mod.rs",
+        """    let info = url
+        .into_connection_info()
+        .map_err(|e| LockError::InvalidUrl {
+            url: redact(url),
+            reason: e.to_string(),
+        })?;""",
+        """    let info = url.into_connection_info().map_err(LockError::from)?;""",
         ["--test", "connect", "malformed_urls_are_invalid_arguments"],
         "malformed URLs are not reported as invalid arguments",
     ),
     (
         "cluster-names-unchecked",
-        "src/lock/mod.rs",
+        "src/lock/engine/mod.rs",
         """    if !client.is_cluster() {""",
         """    if true {""",
         ["--test", "cluster"],
@@ -167,8 +174,8 @@ MUTANTS = [
     (
         "wait-ignores-ttl",
         "src/lock/engine/wait.rs",
-        """                    (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64))""",
-        """                    None""",
+        """Step::Wait((ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64)))""",
+        """Step::Wait(None)""",
         ["--test", "rlock", "expired_lease_hands_over_to_a_waiter"],
         "a waiter waits for a message only, not for the holder's TTL (expiry publishes nothing)",
     ),
@@ -184,18 +191,28 @@ MUTANTS = [
     ),
     (
         "wakeup-after-attempt",
-        "src/lock/engine.rs",
-        """            let notified = channel.notify().notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let pause = match Box::pin(self.attempt(try_)).await {""",
-        """            let attempt = Box::pin(self.attempt(try_)).await;
-            let notified = channel.notify().notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let pause = match attempt {""",
-        ["--test", "wakeups", "rw_wake_all_between_attempt_and_wait_is_not_missed"],
-        "a waiter registers for the release message after its attempt: a wake-all in between is lost",
+        "src/wait.rs",
+        """        let notified = channel.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        open()?;
+        // Refused on a resubscription: no message can come (checked after registering, as
+        // the refusal wakes the registered waiters).
+        if let Some(e) = channel.refusal() {
+            return Err(e);
+        }
+        let pause = match attempt().await {""",
+        """        open()?;
+        if let Some(e) = channel.refusal() {
+            return Err(e);
+        }
+        let tried = attempt().await;
+        let notified = channel.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let pause = match tried {""",
+        ["--test", "wakeups", "rw_wake_all_between_attempt_and_wait_is_not_missed", "--test", "semaphore", "a_release_between", "--test", "count_down_latch", "a_zero_between"],
+        "a waiter (lock or synchronizer: one shared loop) registers for messages after its try: a release or wake-all in between is lost",
     ),
     (
         "watchdog-half-lease",
@@ -231,8 +248,8 @@ MUTANTS = [
     ),
     (
         "hold-not-forgotten",
-        "src/lock/cleanup.rs",
-        """        self.lock.client().holds().forget(self.hold);""",
+        "src/lock/engine/cleanup.rs",
+        """        self.engine.client().registry().forget(self.hold);""",
         """        let _ = self.hold;""",
         ["--test", "cancellation", "five_thousand"],
         "an acquisition that ends without the lock leaves its bookkeeping behind (until the idle sweep)",
@@ -280,21 +297,6 @@ MUTANTS = [
         "a latch's zero message wakes one local waiter, not all of them",
     ),
     (
-        "sync-wakeup-after-try",
-        "src/sync/mod.rs",
-        """        let notified = channel.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let pause = match attempt().await {""",
-        """        let step = attempt().await;
-        let notified = channel.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let pause = match step {""",
-        ["--test", "semaphore", "a_release_between", "--test", "count_down_latch", "a_zero_between"],
-        "a synchronizer waiter registers for messages after its try: a release in between is lost",
-    ),
-    (
         "sem-no-give-back",
         "src/sync/semaphore.rs",
         """            rt.spawn(async move { inner.give_back(&receipt).await });""",
@@ -329,8 +331,10 @@ MUTANTS = [
     (
         "permit-guard-drop-keeps",
         "src/sync/permit_guard.rs",
-        """                rt.spawn(async move { sem.give_back(&id).await });""",
-        """                let _ = (rt, sem, id);""",
+        """        self.sem
+            .client
+            .spawn(async move { sem.give_back(&id).await });""",
+        """        let _ = (sem, id);""",
         ["--test", "permit_guard", "dropping_the_guard_gives_the_permit_back"],
         "a dropped permit guard never gives its permit back (waiters wait a whole lease)",
     ),
@@ -410,7 +414,7 @@ MUTANTS = [
     ),
     (
         "watchdog-batch-zero",
-        "src/config.rs",
+        "src/config/validate.rs",
         """                self.watchdog_batch_size == 0,""",
         """                false,""",
         ["--test", "watchdog", "renewals_go_in_batches"],
@@ -435,8 +439,14 @@ MUTANTS = [
     (
         "pes-expire-count-only",
         "src/sync/ttl.rs",
-        """    |s| s.all_keys()""",
-        """    |s| [s.name()]""",
+        """    |s| s.all_keys()
+);
+expirable!(
+    RateLimiter,""",
+        """    |s| [s.name()]
+);
+expirable!(
+    RateLimiter,""",
         ["--test", "sync_extras", "expire_clear_expire"],
         "the permit-expirable semaphore's expire leaves its leases' set without the TTL",
     ),
@@ -550,10 +560,14 @@ MUTANTS = [
     (
         "cli-force-unlock-no-publish",
         "src/bin/redisson-lock/unlock.rs",
-        """        Kind::Reentrant => client.get_lock(name).force_unlock().await?,""",
+        """        Kind::Reentrant => client.get_lock(name).force_unlock_held_by(fields).await?,""",
         """        Kind::Reentrant => {
             let n: i64 = redis::cmd("DEL").arg(name).query_async(&mut target.conn()).await?;
-            n == 1
+            if n == 1 {
+                ForceUnlock::Deleted
+            } else {
+                ForceUnlock::NotLocked
+            }
         }""",
         ["--test", "cli::force_unlock", "force_unlock_frees_the_lock_and_wakes"],
         "CLI force-unlock deletes the key without the unlock message: waiters sleep until the lease ends",
@@ -561,14 +575,18 @@ MUTANTS = [
     (
         "cli-fair-as-rlock",
         "src/bin/redisson-lock/unlock.rs",
-        """        Kind::Fair => client.get_fair_lock(name).force_unlock().await?,""",
-        """        Kind::Fair => client.get_lock(name).force_unlock().await?,""",
+        """        Kind::Fair => {
+            client
+                .get_fair_lock(name)""",
+        """        Kind::Fair => {
+            client
+                .get_lock(name)""",
         ["--test", "cli::inspect", "inspect_shows_a_fair_lock_queue"],
         "CLI force-unlock of a fair lock publishes on the lock channel, not the queue head's",
     ),
     (
         "cli-confirm-ignored",
-        "src/bin/redisson-lock/unlock.rs",
+        "src/bin/redisson-lock/change.rs",
         """    Ok(answer == "y" || answer == "yes")""",
         """    Ok(!answer.is_empty() || true)""",
         ["--test", "cli::force_unlock", "force_unlock_without_yes"],
@@ -637,7 +655,7 @@ MUTANTS = [
     ),
     (
         "cli-no-shard-numsub",
-        "src/bin/redisson-lock/inspect.rs",
+        "src/bin/redisson-lock/subscribers.rs",
         """        total += numsub(&mut node, "SHARDNUMSUB", channels)""",
         """        total += 0 * numsub(&mut node, "SHARDNUMSUB", channels)""",
         ["--test", "cli::topology", "works_on_a_cluster"],
@@ -662,15 +680,14 @@ MUTANTS = [
     (
         "sync-wait-leaks-subscription",
         "src/sync/mod.rs",
-        """        Err(e) => return Err(e),
-    };
-    let mut retry = Retry::attempts(config);""",
-        """        Err(e) => return Err(e),
-    };
-    let channel = Box::leak(Box::new(channel));
-    let mut retry = Retry::attempts(config);""",
-        ["--test", "semaphore", "a_cancelled_wait", "--test", "count_down_latch", "a_cancelled_wait",
-         "--test", "permit_semaphore", "a_cancelled_wait"],
+        """        let Some(sub) = subscribed.await? else {
+            return Ok(None);
+        };""",
+        """        let Some(sub) = subscribed.await? else {
+            return Ok(None);
+        };
+        let sub = &*Box::leak(Box::new(sub));""",
+        ["--test", "semaphore", "a_cancelled_wait", "--test", "count_down_latch", "a_cancelled_wait", "--test", "permit_semaphore", "a_cancelled_wait"],
         "a cancelled synchronizer wait never drops its subscription: the channel stays subscribed",
     ),
     (
@@ -692,7 +709,7 @@ MUTANTS = [
     ),
     (
         "rate-limiter-short-keep-alive",
-        "src/sync/rate_limiter.rs",
+        "src/sync/rate_limiter/config.rs",
         """    if keep_ms != 0 && keep_ms < interval_ms {""",
         """    if false {""",
         ["--test", "rate_limiter", "bad_input_is_refused"],
@@ -733,8 +750,8 @@ MUTANTS = [
     (
         "owner-task-truncated",
         "src/owner.rs",
-        """            return LockOwner(n & !THREAD_TAG);""",
-        """            return LockOwner(n & 0xffff);""",
+        """            return LockOwner(task_number(id) & !THREAD_TAG);""",
+        """            return LockOwner(task_number(id) & 0xffff);""",
         ["--test", "holes", "owners::tasks_two_to_the_sixteen_apart"],
         "a task's owner id keeps only the low 16 bits of its task id: tasks 2^16 apart share an owner",
     ),
@@ -765,14 +782,8 @@ MUTANTS = [
     (
         "sync-count-i32",
         "src/sync/mod.rs",
-        """        Ok(v.unwrap_or(0))
-    }
-
-    /// The error for a refused name""",
-        """        Ok(v.map(|v| v as i32 as i64).unwrap_or(0))
-    }
-
-    /// The error for a refused name""",
+        """        Ok(v.unwrap_or(0))""",
+        """        Ok(v.map(|v| v as i32 as i64).unwrap_or(0))""",
         ["--test", "holes", "queries::synchronizer_queries"],
         "a synchronizer's count is read as a 32-bit integer (a latch count past 2^31 wraps)",
     ),
@@ -861,22 +872,22 @@ MUTANTS = [
     (
         "batch-shortfall-dropped",
         "src/conn/batch.rs",
-        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
-        """                        (_, Err(e)) if q.synced => Err((e.clone(), None)),""",
+        """                    (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
+        """                    (_, Err(e)) if q.synced => Err((e.clone(), None)),""",
         ["--test", "holes", "sentinel"],
         "group commit: a batched operation that no replica confirmed fails as a connection error, not is_no_synced_replicas",
     ),
     (
         "batch-verdict-ignored",
         "src/conn/batch.rs",
-        """                        (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
-        """                        (_, Err(e)) if q.synced && false => Err((e.clone(), shortfall.clone())),""",
+        """                    (_, Err(e)) if q.synced => Err((e.clone(), shortfall.clone())),""",
+        """                    (_, Err(e)) if q.synced && false => Err((e.clone(), shortfall.clone())),""",
         ["--test", "holes", "sentinel"],
         "group commit: a batch's WAIT verdict is ignored: acquires no replica confirmed succeed",
     ),
     (
         "wait-shortfall-ignored",
-        "src/conn/mod.rs",
+        "src/conn/replicas.rs",
         """            if acked == 0 {""",
         """            if acked < 0 {""",
         ["--test", "holes", "sentinel"],
@@ -973,7 +984,7 @@ MUTANTS = [
     ),
     (
         "wait-refusal-as-zero",
-        "src/conn/mod.rs",
+        "src/conn/replicas.rs",
         """                Some(Value::ServerError(e)) => {
                     let detail = RedisError::from(e).to_string();
                     if !self.refusals.refuse("WAIT", &detail) {""",
@@ -985,7 +996,7 @@ MUTANTS = [
     ),
     (
         "wait-refused-resent",
-        "src/conn/mod.rs",
+        "src/conn/replicas.rs",
         """            .filter(|_| !self.refusals.is_refused("WAIT"))""",
         """            .filter(|_| true)""",
         ["--test", "wait_refused"],
@@ -1003,18 +1014,10 @@ MUTANTS = [
     (
         "refusal-unheard",
         "src/wait.rs",
-        """            if let Some(e) = channel.refusal() {""",
-        """            if let Some(e) = channel.refusal().filter(|_| false) {""",
-        ["--test", "holes2", "multi_channel_refusals::a_resubscription_refused"],
-        "a lock waiter parked on a channel the server refused at a resubscription is never told: it sleeps until the holder's lease ends",
-    ),
-    (
-        "sync-refusal-unheard",
-        "src/wait.rs",
         """        if let Some(e) = channel.refusal() {""",
         """        if let Some(e) = channel.refusal().filter(|_| false) {""",
-        ["--test", "holes2", "multi_channel_refusals::a_semaphore_waiter_refused"],
-        "a synchronizer waiter on a channel refused at a resubscription polls out its whole budget",
+        ["--test", "holes2", "multi_channel_refusals::a_resubscription_refused", "--test", "holes2", "multi_channel_refusals::a_semaphore_waiter_refused"],
+        "a waiter (lock or synchronizer: one shared loop) parked on a channel the server refused at a resubscription is never told: a lock waiter sleeps until the holder's lease ends, a synchronizer polls out its whole budget",
     ),
     (
         "refusal-spreads",
@@ -1063,7 +1066,7 @@ MUTANTS = [
     ),
     (
         "replica-count-forever",
-        "src/conn/mod.rs",
+        "src/conn/replicas.rs",
         """                Some((n, read)) if read.elapsed() < REPLICA_REFRESH => n,""",
         """                Some((n, _read)) => n,""",
         ["--test", "holes2", "replica_topology::standalone_replica_detached_then_attached_again"],
