@@ -684,20 +684,21 @@ fn guarantee_reference(root: &Path, span: &str) -> Option<Result<(), String>> {
     if span.contains('\n') {
         return None;
     }
-    if let Some(class) = span.strip_prefix("campaign:") {
+    // A campaign class (`=> "<class>"`) or break (`Ok("<name>")`) in the campaign's plan.
+    let in_plan = |needle: String, what: String| {
         let plan = read(&root.join("tests/it/campaign/plan.rs"));
-        let ok = plan.contains(&format!("=> \"{class}\""));
-        return Some(
-            ok.then_some(())
-                .ok_or(format!("no campaign class `{class}`")),
+        Some(plan.contains(&needle).then_some(()).ok_or(what))
+    };
+    if let Some(class) = span.strip_prefix("campaign:") {
+        return in_plan(
+            format!("=> \"{class}\""),
+            format!("no campaign class `{class}`"),
         );
     }
     if let Some(name) = span.strip_prefix("CAMPAIGN_BREAK=") {
-        let plan = read(&root.join("tests/it/campaign/plan.rs"));
-        let ok = plan.contains(&format!("Ok(\"{name}\")"));
-        return Some(
-            ok.then_some(())
-                .ok_or(format!("no campaign break `{name}`")),
+        return in_plan(
+            format!("Ok(\"{name}\")"),
+            format!("no campaign break `{name}`"),
         );
     }
     if !(span.starts_with("tests/") || span.starts_with("src/")) {

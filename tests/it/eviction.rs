@@ -9,23 +9,13 @@
 
 use std::time::Duration;
 
-use crate::support::{info, TestServer};
+use crate::support::{config_set, info, info_field, TestServer};
 use redisson_lock::{Client, Config};
 
 /// A watchdog lease short enough that the renewal after the eviction comes soon (period 1 s).
 const LEASE: Duration = Duration::from_secs(3);
 /// How long the junk may be written before the test gives up on the eviction.
 const FILL_FOR: Duration = Duration::from_secs(90);
-
-/// `used_memory` of the server, bytes.
-async fn used_memory(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
-    info(raw, "memory")
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("INFO memory has used_memory")
-}
 
 /// Caps the server's memory a little above what it uses now, then writes junk (1 KB values,
 /// with a TTL when `ttl` so that `volatile-*` policies may evict them too) until `lost`
@@ -35,14 +25,10 @@ async fn evict_until_lost(
     ttl: bool,
     lost: impl std::future::Future<Output = ()>,
 ) {
-    let cap = used_memory(raw).await + 2 * 1024 * 1024;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(cap)
-        .query_async(raw)
-        .await
-        .unwrap();
+    let used: u64 = info_field(&info(raw, "memory").await, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("INFO memory has used_memory");
+    config_set(raw, "maxmemory", &(used + 2 * 1024 * 1024).to_string()).await;
     tokio::pin!(lost);
     let value = vec![b'x'; 1024];
     let started = std::time::Instant::now();
@@ -90,16 +76,29 @@ async fn evict_until_lost(
         .unwrap();
 }
 
+/// A server evicting by `policy`, two clients on it with [`LEASE`], and a raw connection.
+async fn evicting(
+    policy: &str,
+) -> (
+    TestServer,
+    Client,
+    Client,
+    redis::aio::MultiplexedConnection,
+) {
+    let server = TestServer::start_with(&["--maxmemory-policy", policy]);
+    let config = Config::new(server.url()).with_watchdog_timeout(LEASE);
+    let a = Client::with_config(config.clone()).await.unwrap();
+    let b = Client::with_config(config).await.unwrap();
+    let raw = server.conn().await;
+    (server, a, b, raw)
+}
+
 /// `allkeys-lru` evicts the RLock's hash under a watchdog hold: the holder is told (`lost()`),
 /// another client then takes the lock, and the first holder's release fails with `LeaseLost`
 /// and leaves the new holder's lock alone: a double grant, but never an unnoticed one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_lock_is_reported_lost_and_its_release_spares_the_next_holder() {
-    let server = TestServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
-    let config = Config::new(server.url()).with_watchdog_timeout(LEASE);
-    let a = Client::with_config(config.clone()).await.unwrap();
-    let b = Client::with_config(config).await.unwrap();
-    let mut raw = server.conn().await;
+    let (_server, a, b, mut raw) = evicting("allkeys-lru").await;
     let held = a.get_lock("evicted:rlock").lock().await.unwrap();
     evict_until_lost(&mut raw, false, held.lost()).await;
     assert!(held.is_lost());
@@ -124,11 +123,7 @@ async fn an_evicted_lock_is_reported_lost_and_its_release_spares_the_next_holder
 /// gets a greater token, and the resource refuses the stale holder's write after the new one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_fenced_lock_is_reported_lost_and_its_stale_write_refused() {
-    let server = TestServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
-    let config = Config::new(server.url()).with_watchdog_timeout(LEASE);
-    let a = Client::with_config(config.clone()).await.unwrap();
-    let b = Client::with_config(config).await.unwrap();
-    let mut raw = server.conn().await;
+    let (_server, a, b, mut raw) = evicting("volatile-lru").await;
     let resource = a.get_fenced_value("evicted:resource");
     let stale = a.get_fenced_lock("evicted:fenced").lock().await.unwrap();
     assert!(resource.set(stale.token(), "a").await.unwrap());

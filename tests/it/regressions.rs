@@ -172,13 +172,7 @@ async fn a_grant_is_confirmed_exactly_when_its_reply_took_a_renewal_period() {
         (3200, 2, "a reply later than a period was not confirmed"),
     ] {
         let before = evalsha_calls(&server).await;
-        let _: () = redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(pause_ms)
-            .arg("WRITE")
-            .query_async(&mut raw)
-            .await
-            .unwrap();
+        crate::support::pause_writes(&mut raw, pause_ms).await;
         let g = lock.lock().await.unwrap();
         let sent = evalsha_calls(&server).await - before;
         assert_eq!(sent, scripts, "{why} (paused {pause_ms} ms)");

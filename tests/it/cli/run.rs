@@ -8,6 +8,16 @@ use crate::cli::*;
 use crate::support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+/// The hold of `cli:run` lost behind the CLI's back: its key deleted.
+async fn lose_the_hold(server: &TestServer) {
+    let mut raw = server.conn().await;
+    let _: () = redis::cmd("DEL")
+        .arg("cli:run")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+}
+
 fn run_args(server: &TestServer, flags: &[&str], command: &[&str]) -> Vec<String> {
     let mut a = args(server, &["run", "cli:run"]);
     a.extend(flags.iter().map(|s| s.to_string()));
@@ -153,12 +163,7 @@ async fn run_reports_a_lost_hold_and_kill_on_lost_stops_the_command() {
         .unwrap()
         .unwrap();
     assert_eq!(ready.as_deref(), Some("ready"));
-    let mut raw = server.conn().await;
-    let _: () = redis::cmd("DEL")
-        .arg("cli:run")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    lose_the_hold(&server).await;
     let out = tokio::time::timeout(WAIT, child.wait_with_output())
         .await
         .expect("the command was not stopped")
@@ -194,12 +199,7 @@ async fn without_kill_on_lost_a_lost_hold_is_reported_and_the_command_goes_on() 
         .unwrap()
         .unwrap();
     assert_eq!(ready.as_deref(), Some("ready"));
-    let mut raw = server.conn().await;
-    let _: () = redis::cmd("DEL")
-        .arg("cli:run")
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    lose_the_hold(&server).await;
     // Event-driven: the CLI's report of the loss, read as it is written.
     let mut said = Vec::new();
     let lost = tokio::time::timeout(WAIT, async {
