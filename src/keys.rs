@@ -93,6 +93,26 @@ pub(crate) fn slot_of(key: &[u8]) -> u16 {
     crc % SLOTS
 }
 
+/// Why a lock's or synchronizer's `name` is refused (nothing is ever sent for it): empty, or on a
+/// cluster one of its `related` keys or channels in another hash slot than the name itself
+/// (Redisson's naming rule puts the channel and latch of other names in another slot).
+pub(crate) fn refusal<'a>(
+    name: &str,
+    cluster: bool,
+    related: impl IntoIterator<Item = &'a str>,
+) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("the name must not be empty");
+    }
+    let slot = slot_of(name.as_bytes());
+    let split = cluster && related.into_iter().any(|k| slot_of(k.as_bytes()) != slot);
+    split.then_some(
+        "on a Redis Cluster the name must keep its related keys in its hash slot: use a name \
+         without `{` `}` or with one non-empty hash tag, e.g. `{orders}:42` (Redisson's naming \
+         rule puts the channel and latch of other names in another slot)",
+    )
+}
+
 /// A fresh unlock request id: 16 random bytes as 32 lowercase hex characters (Redisson's
 /// `ServiceManager.generateId`), here a random UUID in its simple form.
 pub(crate) fn request_id() -> String {

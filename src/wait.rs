@@ -1,8 +1,9 @@
 //! The one wait loop of the locks (`lock/engine/`) and the synchronizers (`sync::wait_for`):
 //! subscribe to the object's channel, then loop: register for a wake-up *before* trying, try,
-//! sleep until a message, the try's own bound (a holder's TTL, a re-check) or the deadline. A
-//! message published between the try and the sleep is therefore never lost; pub/sub can drop
-//! messages, so the try's answer is the truth.
+//! sleep until a message, the try's own bound (a holder's TTL, a re-check, the spin lock's
+//! backoff) or the deadline. A message published between the try and the sleep is therefore
+//! never lost; pub/sub can drop messages, so the try's answer is the truth. The spin lock waits
+//! without a channel: its tries are paced by their bounds alone.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -45,13 +46,14 @@ where
     }
 }
 
-/// Runs `attempt` on a subscribed `channel` until it is done or `deadline` passes (`Ok(None)`);
-/// `open` is checked before each try (`Client::shutdown` wakes every waiter). Transient failures
-/// are tried again by `retry`'s policy; a parked waiter counts in the `kind`'s waiters gauge.
+/// Runs `attempt` on a subscribed `channel` (`None`: no messages, the tries' bounds pace them)
+/// until it is done or `deadline` passes (`Ok(None)`); `open` is checked before each try
+/// (`Client::shutdown` wakes every waiter). Transient failures are tried again by `retry`'s
+/// policy; a parked waiter counts in the `kind`'s waiters gauge.
 pub(crate) async fn wait_on<T, F, Fut>(
     kind: &'static str,
     name: &str,
-    channel: &Channel,
+    channel: Option<&Channel>,
     deadline: Option<Instant>,
     mut retry: Retry<'_>,
     open: impl Fn() -> Result<()>,
@@ -64,13 +66,14 @@ where
     let _parked = Parked::new(kind);
     loop {
         // Register for wake-ups *before* trying, so a message in between is not missed.
-        let notified = channel.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
+        let mut notified = std::pin::pin!(channel.map(|c| c.notify().notified()));
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
         open()?;
         // Refused on a resubscription: no message can come (checked after registering, as
         // the refusal wakes the registered waiters).
-        if let Some(e) = channel.refusal() {
+        if let Some(e) = channel.and_then(Channel::refusal) {
             return Err(e);
         }
         let pause = match attempt().await {
@@ -91,11 +94,13 @@ where
             return Ok(None);
         };
         // No bound and no deadline: a message only.
-        match pause.or(deadline.map(|_| left)) {
-            Some(p) => {
-                let _ = tokio::time::timeout(p.min(left), notified).await;
+        match (pause.or(deadline.map(|_| left)), notified.as_pin_mut()) {
+            (Some(p), Some(n)) => {
+                let _ = tokio::time::timeout(p.min(left), n).await;
             }
-            None => notified.await,
+            (Some(p), None) => tokio::time::sleep(p.min(left)).await,
+            (None, Some(n)) => n.await,
+            (None, None) => std::future::pending().await,
         }
         tracing::trace!(name, kind, "waiter woke");
     }

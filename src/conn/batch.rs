@@ -154,11 +154,12 @@ impl Drop for BatchOut {
 }
 
 impl Batcher {
-    /// A batcher over `conn` (which must not batch itself). Needs a tokio runtime.
-    pub(super) fn new(conn: Conn) -> Arc<Batcher> {
+    /// A batcher over `conn` (which must not batch itself) and, on a cluster, its `router`.
+    /// Needs a tokio runtime.
+    pub(super) fn new(conn: Conn, router: Option<Arc<Router>>) -> Arc<Batcher> {
         Arc::new(Batcher {
             state: Mutex::new(State::default()),
-            router: conn.router(),
+            router,
             conn,
             runtime: tokio::runtime::Handle::current(),
             batches: AtomicU64::new(0),

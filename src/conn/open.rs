@@ -78,12 +78,13 @@ impl Conn {
                 replicas: DashMap::new(),
             })
         });
-        let cluster_watch = match &kind {
-            Kind::Cluster(r) if config.failover_awareness() => {
-                Some(Arc::new(ClusterWatch::start(r.clone())))
-            }
+        let router = match &kind {
+            Kind::Cluster(r) => Some(r.clone()),
             _ => None,
         };
+        let cluster_watch = (router.clone())
+            .filter(|_| config.failover_awareness())
+            .map(|r| Arc::new(ClusterWatch::start(r)));
         let mut conn = Conn {
             kind,
             sync,
@@ -96,7 +97,7 @@ impl Conn {
             cluster_watch,
         };
         if config.batching() {
-            conn.batch = Some(Batcher::new(conn.clone()));
+            conn.batch = Some(Batcher::new(conn.clone(), router));
         }
         Ok(conn)
     }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
-use crate::keys::slot_of;
+use crate::keys::refusal;
 use crate::observe;
 use crate::pubsub::Wake;
 use crate::retry::Retry;
@@ -82,7 +82,7 @@ where
         };
         let retry = Retry::attempts(config).op("acquire").kind(kind);
         let open = || client.check_open();
-        wait::wait_on(kind, channel, &sub, deadline, retry, open, || {
+        wait::wait_on(kind, channel, Some(&sub), deadline, retry, open, || {
             let tried = attempt();
             async move {
                 Ok(match tried.await? {
@@ -123,9 +123,8 @@ impl Named {
         channel: String,
         related: &[&str],
     ) -> Named {
-        let mut keys = vec![channel.as_str()];
-        keys.extend_from_slice(related);
-        let refused = refusal(&client, &name, &keys);
+        let keys = std::iter::once(channel.as_str()).chain(related.iter().copied());
+        let refused = refusal(&name, client.is_cluster(), keys);
         Named {
             client,
             name,
@@ -216,26 +215,6 @@ pub(crate) fn no_reply(what: &'static str) -> LockError {
     LockError::Redis(redis::RedisError::from(std::io::Error::other(format!(
         "the {what} task ended without a reply"
     ))))
-}
-
-/// Why a synchronizer refuses `name`: empty, or (on a cluster) a related key or channel that
-/// Redisson's naming rule puts in another hash slot than the name itself.
-fn refusal(client: &Client, name: &str, related: &[&str]) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("the name must not be empty");
-    }
-    if !client.is_cluster() {
-        return None;
-    }
-    let slot = slot_of(name.as_bytes());
-    related
-        .iter()
-        .any(|k| slot_of(k.as_bytes()) != slot)
-        .then_some(
-            "on a Redis Cluster the name must keep its related keys in its hash slot: use a name \
-             without `{` `}` or with one non-empty hash tag, e.g. `{jobs}:pool` (Redisson's \
-             naming rule puts the channel of other names in another slot)",
-        )
 }
 
 /// The time to live of a synchronizer's key, from `remain_time_to_live` (Redisson's

@@ -303,16 +303,11 @@ const EXTRA_SWITCHES: usize = 3;
 
 /// Waits (bounded) until every group without replica sync has a [`fresh_hold`]; says so when
 /// one has none (the switch may then hit no hold, and the round adds one).
-fn wait_fresh_holds(
-    groups: &[GroupSpec],
-    of_group: impl Fn(&GroupSpec) -> Vec<PathBuf>,
-    kind: &str,
-) {
+fn wait_fresh_holds(fleet: &Fleet, kind: &str) {
     let fresh = wait_until(Duration::from_secs(30), || {
-        groups
-            .iter()
+        (fleet.groups.iter())
             .filter(|g| !g.sync)
-            .all(|g| fresh_hold(&of_group(g), &g.lock))
+            .all(|g| fresh_hold(&fleet.of_group(g), &g.lock))
     });
     if !fresh {
         eprintln!("failovers: no fresh hold in every group before the {kind}");
@@ -323,14 +318,13 @@ fn wait_fresh_holds(
 /// it was the last planned one and a group without replica sync is still unhit, plans one
 /// more switch of the first planned kind (at most [`EXTRA_SWITCHES`]).
 fn more_if_no_hit(
-    groups: &[GroupSpec],
-    of_group: impl Fn(&GroupSpec) -> Vec<PathBuf>,
+    fleet: &Fleet,
     hit: &mut [bool],
     (wiped_at, at): (u64, u64),
     (kinds, done, planned): (&mut Vec<&'static str>, usize, usize),
 ) {
-    for (g, spec) in groups.iter().enumerate() {
-        if wiped_at != 0 && hit_a_hold(&of_group(spec), &spec.lock, wiped_at, at) {
+    for (g, spec) in fleet.groups.iter().enumerate() {
+        if wiped_at != 0 && hit_a_hold(&fleet.of_group(spec), &spec.lock, wiped_at, at) {
             hit[g] = true;
         }
     }
@@ -537,33 +531,82 @@ fn unplanned_switches(planned: &[Fault], heard: &[(u64, String)]) -> Vec<Fault> 
 /// the clients' next re-resolution follows.
 const UNPLANNED_AFTER: Duration = Duration::from_secs(15);
 
-/// The histories of the holders of `g`'s lock.
-fn group_histories(groups: &[GroupSpec], fleet: &[(usize, Holder)], g: &GroupSpec) -> Vec<PathBuf> {
-    fleet
-        .iter()
-        .filter(|(i, _)| groups[*i].lock == g.lock)
-        .map(|(_, h)| h.history.clone())
-        .collect()
+/// A round's holder processes, each with its group's index.
+struct Fleet {
+    groups: Vec<GroupSpec>,
+    holders: Vec<(usize, Holder)>,
+    langs: HashMap<u32, &'static str>,
+}
+
+impl Fleet {
+    /// Every group's holders on `target`, their histories and stop file in `dir`.
+    fn spawn(groups: &[GroupSpec], target: &Target, store: &str, dir: &Path) -> Fleet {
+        let mut fleet = Fleet {
+            groups: groups.to_vec(),
+            holders: Vec::new(),
+            langs: HashMap::new(),
+        };
+        let stop = dir.join("stop");
+        for (g, spec) in groups.iter().enumerate() {
+            for i in 0..spec.holders {
+                let history = dir.join(format!("g{g}-h{i}.history"));
+                let h = spawn_holder(spec, i, target, store, history, &stop);
+                fleet.langs.insert(h.pid(), spec.lang_of(i));
+                fleet.holders.push((g, h));
+            }
+        }
+        fleet
+    }
+
+    /// The histories of the holders of `g`'s lock.
+    fn of_group(&self, g: &GroupSpec) -> Vec<PathBuf> {
+        (self.holders.iter())
+            .filter(|(i, _)| self.groups[*i].lock == g.lock)
+            .map(|(_, h)| h.history.clone())
+            .collect()
+    }
+
+    fn paths(&self) -> Vec<PathBuf> {
+        self.holders
+            .iter()
+            .map(|(_, h)| h.history.clone())
+            .collect()
+    }
+
+    /// Waits (bounded) until every group holds its lock, before the fault `kind`.
+    fn wait_held(&self, kind: &str) {
+        let held = wait_until(Duration::from_secs(30), || {
+            (self.groups.iter()).all(|g| someone_holds(&self.of_group(g), &g.lock))
+        });
+        assert!(held, "every group holds before the {kind}");
+    }
+
+    /// Kills the holders (a hold still open ends there, for the checker): what [`outcome`]
+    /// reads.
+    fn end(mut self) -> Ended {
+        let mut ends = HashMap::new();
+        for (_, h) in &mut self.holders {
+            ends.insert(h.pid(), h.kill9());
+        }
+        let histories = (self.holders.iter())
+            .map(|(g, h)| (*g, h.history.clone()))
+            .collect();
+        (histories, ends, self.langs)
+    }
 }
 
 /// The end of a round: every hold the last switch cost is told (without awareness: at the
 /// next renewal), and every lock is taken again after the last switch (a hold that survived it
 /// ends first): the rounds measure the retake and see the lock moving. A lock not taken again
 /// fails the round with its holders' histories.
-fn finish_round(
-    groups: &[GroupSpec],
-    fleet: &[(usize, Holder)],
-    paths: &[PathBuf],
-    faults: &[Fault],
-    wiped: &[u64],
-) {
+fn finish_round(fleet: &Fleet, faults: &[Fault], wiped: &[u64]) {
     if let Some(&w) = wiped.last().filter(|&&w| w != 0) {
-        wait_told(paths, w, Duration::from_secs(10));
+        wait_told(&fleet.paths(), w, Duration::from_secs(10));
     }
     let Some(last) = faults.last().map(|f| f.end) else {
         return;
     };
-    let of_group = |g: &GroupSpec| group_histories(groups, fleet, g);
+    let (groups, of_group) = (&fleet.groups, |g: &GroupSpec| fleet.of_group(g));
     let retaken = wait_until(Duration::from_secs(30), || {
         groups
             .iter()
@@ -597,33 +640,16 @@ pub async fn sentinel_round(
     groups: &[GroupSpec],
     plan: &[&'static str],
 ) -> FailoverOutcome {
-    let store = TestServer::start();
-    let store_url = store.url();
-    let owned = groups.to_vec();
     let plan = plan.to_vec();
-    let dir = tempfile::tempdir().unwrap();
-    let dir_path = dir.path().to_owned();
-    let (faults, wiped_at, histories, heard_all) = tokio::task::spawn_blocking(move || {
-        let groups = owned;
+    round(seed, groups, move |groups, store_url, dir| {
         let mut s = TestSentinel::start();
         let mut rng = StdRng::seed_from_u64(seed);
         let addrs: Vec<String> = s.sentinels.iter().map(Node::addr).collect();
         let switches = SwitchLog::start(&addrs[0]);
         let mut windows: Vec<Fault> = Vec::new();
-        let stop = dir_path.join("stop");
-        let mut fleet: Vec<(usize, Holder)> = Vec::new();
-        let mut langs: HashMap<u32, &'static str> = HashMap::new();
-        for (g, spec) in groups.iter().enumerate() {
-            for i in 0..spec.holders {
-                let history = dir_path.join(format!("g{g}-h{i}.history"));
-                let target = Target::Sentinel(addrs.clone());
-                let h = spawn_holder(spec, i, &target, &store_url, history, &stop);
-                langs.insert(h.pid(), spec.lang_of(i));
-                fleet.push((g, h));
-            }
-        }
-        let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
-        let of_group = |g: &GroupSpec| group_histories(&groups, &fleet, g);
+        let target = Target::Sentinel(addrs.clone());
+        let fleet = Fleet::spawn(&groups, &target, &store_url, &dir);
+        let paths = fleet.paths();
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
         // 0: `s.master` is the master; 1: `s.replica` is.
@@ -637,10 +663,7 @@ pub async fn sentinel_round(
             let kind = kinds[k];
             k += 1;
             // Every group holds, and the replica is in sync.
-            let held = wait_until(Duration::from_secs(30), || {
-                groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
-            });
-            assert!(held, "every group holds before the {kind}");
+            fleet.wait_held(kind);
             let (master, replica) = if master_is_replica_node {
                 (&mut s.replica, &mut s.master)
             } else {
@@ -685,7 +708,7 @@ pub async fn sentinel_round(
                     std::thread::sleep(quiet.saturating_sub(t.elapsed()));
                 }
             }
-            wait_fresh_holds(&groups, of_group, kind);
+            wait_fresh_holds(&fleet, kind);
             // The holds seen have replicated before the wipe (see SETTLE_NS).
             std::thread::sleep(Duration::from_millis(
                 SETTLE_NS / 1_000_000 + rng.random_range(0..300),
@@ -745,8 +768,7 @@ pub async fn sentinel_round(
             faults.push(fault);
             wiped.push(wiped_at);
             more_if_no_hit(
-                &groups,
-                of_group,
+                &fleet,
                 &mut hit,
                 (wiped_at, at),
                 (&mut kinds, k, plan.len()),
@@ -778,15 +800,8 @@ pub async fn sentinel_round(
                 wait_told(&paths, wiped_at, Duration::from_secs(3));
             }
         }
-        finish_round(&groups, &fleet, &paths, &faults, &wiped);
-        // Done: the holders are killed (a hold still open ends there, for the checker).
-        let mut ends = HashMap::new();
-        for (_, h) in &mut fleet {
-            let pid = h.pid();
-            ends.insert(pid, h.kill9());
-        }
-        let histories: Vec<(usize, PathBuf)> =
-            fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
+        finish_round(&fleet, &faults, &wiped);
+        let ended = fleet.end();
         let heard = switches.finish();
         eprintln!(
             "failovers: the sentinels announced {} switches for {} planned",
@@ -807,14 +822,9 @@ pub async fn sentinel_round(
             wiped.push(0);
         }
         drop(s);
-        (faults, wiped, (histories, ends, langs), Some(heard_all))
+        (faults, wiped, ended, Some(heard_all))
     })
     .await
-    .unwrap();
-    let mut outcome = outcome(seed, &store, groups, faults, wiped_at, histories).await;
-    outcome.heard_all = heard_all;
-    drop(dir);
-    outcome
 }
 
 /// The port of `master`'s first replica (its `INFO replication`).
@@ -840,14 +850,8 @@ pub async fn cluster_round(
         groups.iter().all(|g| g.sync == groups[0].sync),
         "one replica sync setting per cluster round"
     );
-    let store = TestServer::start();
-    let store_url = store.url();
-    let owned = groups.to_vec();
     let plan = plan.to_vec();
-    let dir = tempfile::tempdir().unwrap();
-    let dir_path = dir.path().to_owned();
-    let (faults, wiped_at, histories, heard_all) = tokio::task::spawn_blocking(move || {
-        let groups = owned;
+    round(seed, groups, move |groups, store_url, dir| {
         let mut cluster = TestCluster::start(1);
         let mut rng = StdRng::seed_from_u64(seed);
         let slot = cluster.keyslot(&groups[0].lock);
@@ -862,21 +866,8 @@ pub async fn cluster_round(
             .unwrap();
         let rp = replica_port(&cluster.nodes[m]);
         let mut r = cluster.nodes.iter().position(|n| n.port == rp).unwrap();
-        let urls = cluster.urls();
-        let stop = dir_path.join("stop");
-        let mut fleet: Vec<(usize, Holder)> = Vec::new();
-        let mut langs: HashMap<u32, &'static str> = HashMap::new();
-        for (g, spec) in groups.iter().enumerate() {
-            for i in 0..spec.holders {
-                let history = dir_path.join(format!("g{g}-h{i}.history"));
-                let target = Target::Cluster(urls.clone());
-                let h = spawn_holder(spec, i, &target, &store_url, history, &stop);
-                langs.insert(h.pid(), spec.lang_of(i));
-                fleet.push((g, h));
-            }
-        }
-        let paths: Vec<PathBuf> = fleet.iter().map(|(_, h)| h.history.clone()).collect();
-        let of_group = |g: &GroupSpec| group_histories(&groups, &fleet, g);
+        let fleet = Fleet::spawn(&groups, &Target::Cluster(cluster.urls()), &store_url, &dir);
+        let paths = fleet.paths();
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
         let mut hit: Vec<bool> = groups.iter().map(|g| g.sync).collect();
@@ -885,10 +876,7 @@ pub async fn cluster_round(
         while k < kinds.len() {
             let kind = kinds[k];
             k += 1;
-            let held = wait_until(Duration::from_secs(30), || {
-                groups.iter().all(|g| someone_holds(&of_group(g), &g.lock))
-            });
-            assert!(held, "every group holds before the {kind}");
+            fleet.wait_held(kind);
             let master_id = node_id(&cluster.nodes[m]);
             let synced = drive_until(
                 Duration::from_secs(60),
@@ -902,7 +890,7 @@ pub async fn cluster_round(
                 },
             );
             assert!(synced, "the replica syncs before the {kind}");
-            wait_fresh_holds(&groups, of_group, kind);
+            wait_fresh_holds(&fleet, kind);
             // The holds seen have replicated before the wipe (see SETTLE_NS).
             std::thread::sleep(Duration::from_millis(
                 SETTLE_NS / 1_000_000 + rng.random_range(0..300),
@@ -954,8 +942,7 @@ pub async fn cluster_round(
             faults.push(fault);
             wiped.push(wiped_at);
             more_if_no_hit(
-                &groups,
-                of_group,
+                &fleet,
                 &mut hit,
                 (wiped_at, at),
                 (&mut kinds, k, plan.len()),
@@ -969,24 +956,12 @@ pub async fn cluster_round(
                 wait_told(&paths, wiped_at, Duration::from_secs(3));
             }
         }
-        finish_round(&groups, &fleet, &paths, &faults, &wiped);
-        // Done: the holders are killed (a hold still open ends there, for the checker).
-        let mut ends = HashMap::new();
-        for (_, h) in &mut fleet {
-            let pid = h.pid();
-            ends.insert(pid, h.kill9());
-        }
-        let histories: Vec<(usize, PathBuf)> =
-            fleet.iter().map(|(g, h)| (*g, h.history.clone())).collect();
+        finish_round(&fleet, &faults, &wiped);
+        let ended = fleet.end();
         drop(cluster);
-        (faults, wiped, (histories, ends, langs), None)
+        (faults, wiped, ended, None)
     })
     .await
-    .unwrap();
-    let mut outcome = outcome(seed, &store, groups, faults, wiped_at, histories).await;
-    outcome.heard_all = heard_all;
-    drop(dir);
-    outcome
 }
 
 /// p50, p99 and max of `ms` (nearest rank), as text.
@@ -1182,11 +1157,34 @@ fn s_conn(addr: &str) -> redis::Connection {
 
 /// What a round leaves of its holders: each history with its group, when each holder was
 /// killed (by pid), each holder's language (by pid).
-type Fleet = (
+/// A round's ended fleet: each history with its group, when each holder was killed, each
+/// holder's language.
+type Ended = (
     Vec<(usize, PathBuf)>,
     HashMap<u32, u64>,
     HashMap<u32, &'static str>,
 );
+
+/// What a round's body gives back: its faults, when each wiped (0: no wipe), the ended fleet,
+/// and (Sentinel) whether every planned switch was heard.
+type Played = (Vec<Fault>, Vec<u64>, Ended, Option<bool>);
+
+/// Runs a round: a fresh history store and folder, `body` on a blocking thread (it drives
+/// processes; given the groups, the store's URL and the folder), then each group measured.
+async fn round(
+    seed: u64,
+    groups: &[GroupSpec],
+    body: impl FnOnce(Vec<GroupSpec>, String, PathBuf) -> Played + Send + 'static,
+) -> FailoverOutcome {
+    let store = TestServer::start();
+    let (url, dir) = (store.url(), tempfile::tempdir().unwrap());
+    let (owned, path) = (groups.to_vec(), dir.path().to_owned());
+    let played = tokio::task::spawn_blocking(move || body(owned, url, path));
+    let (faults, wiped, ended, heard_all) = played.await.unwrap();
+    let mut outcome = outcome(seed, &store, groups, faults, wiped, ended).await;
+    outcome.heard_all = heard_all;
+    outcome
+}
 
 /// Reads the histories and measures each group against the faults.
 async fn outcome(
@@ -1195,7 +1193,7 @@ async fn outcome(
     groups: &[GroupSpec],
     faults: Vec<Fault>,
     wiped_at: Vec<u64>,
-    (histories, ends, langs): Fleet,
+    (histories, ends, langs): Ended,
 ) -> FailoverOutcome {
     let mut conn = store.conn().await;
     let mut out = Vec::new();

@@ -31,7 +31,7 @@ use crate::config::millis;
 use crate::conn::Conn;
 use crate::error::{from_script, is_connection_error, LockError, Result};
 use crate::holds::{Gate, GrantId, Hold, HoldKind, HoldState, Lease};
-use crate::keys::slot_of;
+use crate::keys::refusal;
 use crate::observe;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, KindExt, LockKind, Op};
@@ -114,17 +114,6 @@ impl<'a> Try<'a> {
     }
 }
 
-/// What an acquire script reported when it took the lock.
-struct Taken {
-    /// The owner's hold count in Redis now.
-    count: u32,
-    token: Option<i64>,
-    /// When the script was sent (leases count from then).
-    sent: Instant,
-    /// The expiry the script applied.
-    lease_ms: u64,
-}
-
 /// Which hold a release gives back.
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(test, derive(PartialEq, Eq, Hash))]
@@ -138,7 +127,13 @@ pub(crate) enum Target {
 impl<K: LockKind> Engine<K> {
     pub(super) fn new(client: Client, name: String, kind: K) -> Self {
         let channel = kind.channel(&name);
-        let refused = refusal(&client, &name, &kind);
+        let field = kind.field(format!("{}:1", client.id()));
+        let related = crate::raw::related_keys(&kind, &name, &field);
+        let refused = refusal(
+            &name,
+            client.is_cluster(),
+            related.iter().map(String::as_str),
+        );
         Engine {
             client,
             name: name.into(),
@@ -297,9 +292,7 @@ impl<K: LockKind> Engine<K> {
     /// away whatever the failed one may have taken, so both are tried again, up to
     /// `retry_attempts` times; anything else is reported at once.
     async fn first_attempt(self: &Arc<Self>, try_: &Try<'_>) -> Result<Attempt> {
-        let mut retry = Retry::attempts(self.client().config())
-            .op("acquire")
-            .kind(K::SPEC.name);
+        let mut retry = self.retry();
         loop {
             // Attempts are boxed here and in the wait loops: their state (gate, script call)
             // lives only while a script is out, not in every parked waiter's future (`lock()`'s
@@ -309,6 +302,13 @@ impl<K: LockKind> Engine<K> {
                 r => return r,
             }
         }
+    }
+
+    /// The retry policy of an acquire's tries.
+    fn retry(&self) -> Retry<'_> {
+        Retry::attempts(self.client().config())
+            .op("acquire")
+            .kind(K::SPEC.name)
     }
 
     /// One acquire script, under the owner's gate.
@@ -360,14 +360,8 @@ impl<K: LockKind> Engine<K> {
         flight.settled();
         match self.kind.parse_acquire(&reply) {
             Some(Acquire::Taken { count, token }) => {
-                let taken = Taken {
-                    count,
-                    token,
-                    sent,
-                    lease_ms,
-                };
-                let guard = self.record_taken(try_, gate, taken).await;
-                Ok(Attempt::Taken(guard))
+                let guard = self.record_taken(try_, gate, (count, token), sent, lease_ms);
+                Ok(Attempt::Taken(guard.await))
             }
             Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
             None => Err(LockError::UnexpectedReply {
@@ -377,22 +371,20 @@ impl<K: LockKind> Engine<K> {
         }
     }
 
-    /// Books a grant the acquire script reported, under the gate, and makes its guard.
+    /// Books a grant the acquire script reported (the owner's hold count in Redis now, the
+    /// fencing token; `sent`: when the script left, `lease_ms`: the expiry it applied), under
+    /// the gate, and makes its guard.
     async fn record_taken(
         self: &Arc<Self>,
         try_: &Try<'_>,
         mut gate: Gate,
-        taken: Taken,
+        (count, token): (u32, Option<i64>),
+        sent: Instant,
+        lease_ms: u64,
     ) -> Granted {
         let Try {
             owner, hold, lease, ..
         } = *try_;
-        let Taken {
-            count,
-            token,
-            sent,
-            lease_ms,
-        } = taken;
         if count <= gate.count() {
             // Redis forgot earlier holds (expired, force-unlocked, restarted): they are lost,
             // and their guards must not release this new hold.
@@ -471,25 +463,4 @@ impl<K: LockKind> Engine<K> {
             None => e.into(),
         }
     }
-}
-
-/// Why a lock name is refused: empty, or (on a cluster) a related key or channel that Redisson's
-/// naming rule puts in another hash slot than the name itself.
-fn refusal<K: LockKind>(client: &Client, name: &str, kind: &K) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("lock name must not be empty");
-    }
-    if !client.is_cluster() {
-        return None;
-    }
-    let field = kind.field(format!("{}:1", client.id()));
-    let slot = slot_of(name.as_bytes());
-    let split = crate::raw::related_keys(kind, name, &field)
-        .iter()
-        .any(|k| slot_of(k.as_bytes()) != slot);
-    split.then_some(
-        "on a Redis Cluster the lock name must keep its related keys in its hash slot: use a \
-         name without `{` `}` or with one non-empty hash tag, e.g. `{orders}:42` (Redisson's \
-         naming rule puts the channel and latch of other names in another slot)",
-    )
 }

@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::{Attempt, Engine, Granted, Try};
 use crate::error::Result;
-use crate::observe::Parked;
 use crate::pubsub::Channel;
 use crate::raw::{Delays, KindExt, LockKind};
-use crate::retry::Retry;
 use crate::time::remaining;
 use crate::wait::{self, Step};
 
@@ -73,25 +71,16 @@ impl<K: LockKind> Engine<K> {
         deadline: Option<Instant>,
         channel: Arc<Channel>,
     ) -> Result<Option<Granted>> {
-        let retry = Retry::attempts(self.client().config())
-            .op("acquire")
-            .kind(K::SPEC.name);
-        let step = || async {
-            Ok(match Box::pin(self.attempt(try_)).await? {
-                Attempt::Taken(guard) => Step::Done(guard),
-                Attempt::Held { ttl_ms } => {
-                    Step::Wait((ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64)))
-                }
-            })
-        };
-        let name = self.name();
+        let bound = |ttl_ms: i64| (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64));
+        let step = || self.step(try_, bound);
+        let (retry, open) = (self.retry(), || Ok(()));
         let taken = wait::wait_on(
             K::SPEC.name,
-            name,
-            &channel,
+            self.name(),
+            Some(&channel),
             deadline,
             retry,
-            || Ok(()),
+            open,
             step,
         );
         let taken = taken.await?;
@@ -104,36 +93,40 @@ impl<K: LockKind> Engine<K> {
         Ok(taken)
     }
 
-    /// The spin lock's wait: no subscription; sleep for the next backoff delay (never past the
-    /// deadline), try again, until taken or `deadline`. Errors are retried as in [`Self::wait`].
+    /// The spin lock's wait, on the same loop without a channel: the next backoff delay (never
+    /// past the deadline) before each try, until taken or `deadline`.
     pub(super) async fn spin(
         self: &Arc<Self>,
         try_: &Try<'_>,
         deadline: Option<Instant>,
-        mut delays: Delays,
+        delays: Delays,
     ) -> Result<Option<Granted>> {
-        let _parked = Parked::new(K::SPEC.name);
-        let mut retry = Retry::attempts(self.client().config())
-            .op("acquire")
-            .kind(K::SPEC.name);
-        let mut pause = delays.next().unwrap_or_default();
-        loop {
-            let Some(left) = remaining(deadline) else {
-                return Ok(None);
-            };
-            tokio::time::sleep(pause.min(left)).await;
-            pause = match Box::pin(self.attempt(try_)).await {
-                Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
-                Ok(Attempt::Held { .. }) => {
-                    retry.reset();
-                    delays.next().unwrap_or_default()
+        let (mut delays, mut first) = (delays, true);
+        let step = move || {
+            let pause = Some(delays.next().unwrap_or_default());
+            // The first try was made already (`Engine::take`): the loop's first only pauses.
+            let tried_already = std::mem::take(&mut first);
+            async move {
+                if tried_already {
+                    return Ok(Step::Wait(pause));
                 }
-                Err(e) => match retry.pause_after(&e) {
-                    Some(p) => p,
-                    None => return Err(e),
-                },
-            };
-        }
+                self.step(try_, |_| pause).await
+            }
+        };
+        let (retry, open) = (self.retry(), || Ok(()));
+        wait::wait_on(K::SPEC.name, self.name(), None, deadline, retry, open, step).await
+    }
+
+    /// One try of the loop; a held lock waits `bound(its TTL)` at most.
+    async fn step(
+        self: &Arc<Self>,
+        try_: &Try<'_>,
+        bound: impl Fn(i64) -> Option<Duration>,
+    ) -> Result<Step<Granted>> {
+        Ok(match Box::pin(self.attempt(try_)).await? {
+            Attempt::Taken(guard) => Step::Done(guard),
+            Attempt::Held { ttl_ms } => Step::Wait(bound(ttl_ms)),
+        })
     }
 }
 
