@@ -6,10 +6,11 @@
 //! one task per cluster client has the router read `CLUSTER SLOTS` (one small command to one
 //! node, parsed and installed by the router: [`Router::read_slots`]) every [`POLL`] and
 //! compares the master of each slot range with the previous answer. When a master changed (a
-//! failover, a node taken over, a slot moved), it first brings redis-rs's cluster connection's
-//! own slot map up to date (a keyed `EXISTS` into each changed range until no redirection
-//! comes back: a `MOVED` makes redis-rs rebuild its map), then notifies `changed`: the watchdog re-verifies every hold out of turn, on the
-//! new masters. A poll that fails (the node asked is down) is skipped; the next one asks
+//! failover, a node taken over, a slot moved), it notifies `changed` at once: the watchdog
+//! re-verifies every hold out of turn, on the new masters (its renewals go by the router's map,
+//! just installed). Then it brings redis-rs's cluster connection's own slot map up to date, for
+//! the commands that go that way (a keyed `EXISTS` into each changed range until no
+//! redirection comes back: a `MOVED` makes redis-rs rebuild its map). A poll that fails (the node asked is down) is skipped; the next one asks
 //! another node. The task is aborted when the last handle on the connection is dropped.
 
 use std::sync::Arc;
@@ -25,8 +26,7 @@ use crate::keys::slot_of;
 /// How often the slot map is read: detection within about this, plus the re-verification.
 pub(crate) const POLL: Duration = Duration::from_millis(500);
 
-/// How long the connection's own map is given to follow a change before the watchdog is told
-/// anyway.
+/// How long the connection's own map is given to follow a change (the next poll waits).
 const SETTLE: Duration = Duration::from_secs(3);
 
 /// The watch task of one cluster connection; aborted on drop.
@@ -78,8 +78,8 @@ async fn watch(router: Arc<Router>, changed: Arc<Notify>) {
             ranges = moved.len(),
             "cluster: a slot has a new master; re-verifying the holds"
         );
-        follow(&mut conn, &moved).await;
         changed.notify_one();
+        follow(&mut conn, &moved).await;
     }
 }
 
