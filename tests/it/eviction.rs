@@ -13,14 +13,14 @@ use crate::support::{config_set, info, info_field, TestServer};
 use redisson_lock::{Client, Config};
 
 /// A watchdog lease short enough that the renewal after the eviction comes soon (period 1 s).
-const LEASE: Duration = Duration::from_secs(3);
+pub(crate) const LEASE: Duration = Duration::from_secs(3);
 /// How long the junk may be written before the test gives up on the eviction.
 const FILL_FOR: Duration = Duration::from_secs(90);
 
 /// Caps the server's memory a little above what it uses now, then writes junk (1 KB values,
 /// with a TTL when `ttl` so that `volatile-*` policies may evict them too) until `lost`
 /// resolves: the holder was told its key is gone. Panics after [`FILL_FOR`].
-async fn evict_until_lost(
+pub(crate) async fn evict_until_lost(
     raw: &mut redis::aio::MultiplexedConnection,
     ttl: bool,
     lost: impl std::future::Future<Output = ()>,

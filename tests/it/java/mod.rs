@@ -7,6 +7,7 @@
 //! this tier on machines without Java).
 
 mod contention;
+mod eviction;
 mod fair;
 mod fenced_multi;
 mod force;
