@@ -106,6 +106,7 @@ async fn inject(
             fleet.client_kill(&servers[node], pubsub, at).await
         }
         FaultClass::ServerRestart => server_restart(fleet, &mut servers[node], at),
+        FaultClass::Eviction => evict(fleet, &servers[node], at).await,
         // A clock is set when its holder starts; the round's pacing goes on meanwhile.
         FaultClass::Clock(_) => fleet.count(FaultClass::Idle),
         // Whole rounds of their own (see `run_round`), never drawn inside another.
@@ -126,6 +127,32 @@ async fn server_stop(fleet: &mut Fleet, server: &TestServer, ms: u64, class: Fau
 fn server_restart(fleet: &mut Fleet, server: &mut TestServer, at: u64) {
     server.restart();
     fleet.log(FaultClass::ServerRestart.name(), None, at, true);
+}
+
+/// Memory pressure on `server` for 1 s: `volatile-lru` under a cap a little above the memory
+/// in use, junk keys written with a short TTL (so they may be evicted, and go by themselves).
+/// A held lock key, renewed every third of the lease, is soon the least recently used key.
+async fn evict(fleet: &mut Fleet, server: &TestServer, at: u64) {
+    let mut raw = server.conn().await;
+    let used: u64 = info_field(&info(&mut raw, "memory").await, "used_memory")
+        .and_then(|v| v.parse().ok())
+        .expect("INFO memory has used_memory");
+    config_set(&mut raw, "maxmemory-policy", "volatile-lru").await;
+    config_set(&mut raw, "maxmemory", &(used + 1024 * 1024).to_string()).await;
+    let (value, until) = (vec![b'x'; 1024], Instant::now() + Duration::from_secs(1));
+    let mut next = 0u64;
+    while Instant::now() < until {
+        let mut pipe = redis::pipe();
+        for _ in 0..200 {
+            pipe.cmd("SET").arg(format!("junk:{at}:{next}")).arg(&value);
+            pipe.arg("EX").arg(3).ignore();
+            next += 1;
+        }
+        let _: () = pipe.query_async(&mut raw).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    config_set(&mut raw, "maxmemory", "0").await;
+    fleet.log(FaultClass::Eviction.name(), None, at, true);
 }
 
 /// A holder inside a hold right now, if any (its history ends with `acquired` or `read`), so a

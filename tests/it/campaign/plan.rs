@@ -181,6 +181,11 @@ pub enum FaultClass {
     /// The lock server killed and restarted empty: every hold and the token counter forgotten.
     /// Outside the model (one server only; a RedLock node restarted empty is pinned elsewhere).
     ServerRestart,
+    /// The lock server under memory pressure (`maxmemory`, `volatile-lru`): junk keys written
+    /// until a lock key is evicted, without a word to anyone. Inside the model: its holder is
+    /// told at its next renewal (Redisson's at its release), and the token counter, which has
+    /// no TTL, survives, so the fenced resource still orders the writes.
+    Eviction,
     /// One holder's clock runs at a rate, with a fixed lease (see [`Rate`]).
     Clock(Rate),
     /// Real partitions (`partitions::partition_round_with`): a holder's link, the link between
@@ -207,6 +212,7 @@ impl FaultClass {
             FaultClass::ServerLongPause => "server long stop",
             FaultClass::ClientKill => "client kill",
             FaultClass::ServerRestart => "server restart",
+            FaultClass::Eviction => "eviction",
             FaultClass::Clock(Rate::Fast101) => "clock x1.01",
             FaultClass::Clock(Rate::Fast125) => "clock x1.25",
             FaultClass::Clock(Rate::Slow080) => "clock x0.8",
@@ -235,6 +241,8 @@ impl FaultClass {
             FaultClass::ServerRestart => kind == Kind::Fenced,
             // A fixed-lease hold on a skewed clock: the kinds whose holder takes a lease.
             FaultClass::Clock(_) => matches!(kind, Kind::Fenced | Kind::RLock),
+            // A hash evicted under a single-server hold; fenced: the counter survives it.
+            FaultClass::Eviction => matches!(kind, Kind::Fenced | Kind::RLock),
             // One lock server in a namespace: the single-server kinds.
             FaultClass::Partition => matches!(kind, Kind::Fenced | Kind::RLock | Kind::Fair),
             // The failover holders hold fenced locks.
@@ -253,6 +261,7 @@ impl FaultClass {
             FaultClass::ServerLongPause,
             FaultClass::ClientKill,
             FaultClass::ServerRestart,
+            FaultClass::Eviction,
             FaultClass::Clock(Rate::Fast101),
             FaultClass::Clock(Rate::Fast125),
             FaultClass::Clock(Rate::Slow080),
