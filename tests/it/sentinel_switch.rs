@@ -1,0 +1,177 @@
+//! Sentinel: a `+switch-master` is followed to the address it announces, even when the
+//! sentinel the client asks first still names the old master.
+//!
+//! The set-up: the usual master, replica and 3 sentinels (the group), plus a fourth sentinel
+//! (the *lagging* one) that monitors the same master under the same name but never hears of the
+//! group: it reaches the data nodes as the ACL user `lagging`, which may touch no pub/sub
+//! channel, so it can neither publish nor receive the `__sentinel__:hello` messages through
+//! which sentinels find one another and pass on a new configuration. It keeps naming the old
+//! master for good, as a sentinel with an older view did for seconds in a failover round under
+//! load (Valkey), where a client with failover awareness took a lock on the old master 5.7 s
+//! after the group's `+switch-master`. The client lists the lagging sentinel first.
+//!
+//! The old master is kept writable after the switch (its `REPLICAOF` is denied to the group by
+//! ACL, and the lagging sentinel may not send `REPLICAOF` to the new master either), as it is in
+//! the window before the sentinels convert it (up to 10 s), for the whole test.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redisson_lock::{Client, Config};
+
+use crate::failover_aware::sentinels_watched;
+use crate::support::cluster::{ask_failover, wait_until, Node, TestSentinel, MASTER_NAME};
+
+/// The ACL user of the lagging sentinel on the data nodes: every command but `REPLICAOF`, no
+/// pub/sub channel (so no hello messages).
+const LAGGING: [&str; 10] = [
+    "--user",
+    "lagging",
+    "on",
+    ">lag-pw",
+    "~*",
+    "resetchannels",
+    "+@all",
+    "-replicaof",
+    "-slaveof",
+    "-publish",
+];
+
+/// The group, and the lagging sentinel watching its master.
+fn group_and_lagging() -> (TestSentinel, Node) {
+    let s = TestSentinel::start_with_args(|role| match role {
+        "sentinel" => (0, Vec::new()),
+        _ => (0, LAGGING.iter().map(|a| a.to_string()).collect()),
+    });
+    let conf = format!(
+        "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
+         sentinel auth-user {MASTER_NAME} lagging\n\
+         sentinel auth-pass {MASTER_NAME} lag-pw\n\
+         sentinel down-after-milliseconds {MASTER_NAME} 1000\n",
+        s.master.port
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let lagging = Node::spawn(port, vec!["--sentinel".to_owned()], Some(conf));
+    (s, lagging)
+}
+
+/// The master port a sentinel names.
+fn named_by(sentinel: &Node) -> Option<u16> {
+    redis::cmd("SENTINEL")
+        .arg("GET-MASTER-ADDR-BY-NAME")
+        .arg(MASTER_NAME)
+        .query::<(String, u16)>(&mut sentinel.try_conn().ok()?)
+        .ok()
+        .map(|(_, p)| p)
+}
+
+fn role(node: &Node) -> String {
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut node.conn()).unwrap();
+    match role.first() {
+        Some(redis::Value::BulkString(r)) => String::from_utf8_lossy(r).into_owned(),
+        other => panic!("ROLE: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_switch_is_followed_past_a_lagging_sentinel() {
+    let (s, lagging) = group_and_lagging();
+    let mut urls = vec![lagging.url()];
+    urls.extend(s.sentinel_urls());
+    let client = Client::with_config(
+        Config::sentinel(urls, MASTER_NAME)
+            .with_failover_awareness(true)
+            // No periodic renewal inside the test: only the switch can tell the loss.
+            .with_watchdog_timeout(Duration::from_secs(300))
+            .with_replica_sync(None)
+            .with_response_timeout(Duration::from_secs(2))
+            .with_connection_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .expect("client through the sentinels");
+
+    // A hold on the master that the replica, the future master, lacks (a failover before
+    // replication): the switch costs it, and awareness must say so.
+    let guard = client.get_lock("sw-held").lock().await.unwrap();
+    let mut master = s.master.conn();
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut master)
+        .unwrap();
+    let mut replica = s.replica.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut replica)
+        .unwrap();
+    let _: i64 = replica.del("sw-held").unwrap();
+    // The group may not convert the old master: it stays writable.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("default")
+        .arg("-replicaof")
+        .arg("-slaveof")
+        .query(&mut master)
+        .unwrap();
+
+    // The client listens on every sentinel, and the lagging one names the master too.
+    let mut ports: Vec<u16> = s.sentinels.iter().map(|n| n.port).collect();
+    ports.push(lagging.port);
+    let watched = tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(30), || sentinels_watched(&ports))
+    })
+    .await
+    .unwrap();
+    assert!(watched, "the client subscribed to +switch-master everywhere");
+    assert_eq!(named_by(&lagging), Some(s.master.port));
+    assert!(!guard.is_lost());
+
+    // The group fails over to the replica.
+    let old = s.master.port;
+    let new = s.replica.port;
+    let group = s.sentinels[0].port;
+    let switched = tokio::task::spawn_blocking(move || {
+        let node = |port| redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut sentinel = node(group)
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        ask_failover(&mut sentinel);
+        let promoted = wait_until(Duration::from_secs(60), || {
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(MASTER_NAME)
+                .query::<(String, u16)>(&mut sentinel)
+                .is_ok_and(|(_, p)| p == new)
+        });
+        assert!(promoted, "the group promoted the replica");
+        Instant::now()
+    })
+    .await
+    .unwrap();
+
+    // Awareness re-verifies the hold at the switch: the new master lacks it.
+    let lost = tokio::time::timeout(Duration::from_secs(20), guard.lost())
+        .await
+        .is_ok();
+    let after = switched.elapsed();
+
+    // The next lock goes to the new master, though the lagging sentinel still names the old
+    // one and the old one still takes writes.
+    let g = client.get_lock("sw-next").lock().await.unwrap();
+    let on_new: bool = s.replica.conn().exists("sw-next").unwrap();
+    let on_old: bool = s.master.conn().exists("sw-next").unwrap();
+    g.unlock().await.unwrap();
+    assert!(
+        lost && on_new && !on_old,
+        "{after:?} after the switch: the hold the new master lacks reported lost: {lost}; \
+         the next lock on the new master: {on_new}, on the old one: {on_old}"
+    );
+    assert_eq!(named_by(&lagging), Some(old), "the sentinel still lags");
+    assert_eq!(role(&s.master), "master", "the old master stayed writable");
+}
