@@ -128,7 +128,10 @@ async fn the_switch_is_followed_past_a_lagging_sentinel() {
     })
     .await
     .unwrap();
-    assert!(watched, "the client subscribed to +switch-master everywhere");
+    assert!(
+        watched,
+        "the client subscribed to +switch-master everywhere"
+    );
     assert_eq!(named_by(&lagging), Some(s.master.port));
     assert!(!guard.is_lost());
 
@@ -171,6 +174,25 @@ async fn the_switch_is_followed_past_a_lagging_sentinel() {
         lost && on_new && !on_old,
         "{after:?} after the switch: the hold the new master lacks reported lost: {lost}; \
          the next lock on the new master: {on_new}, on the old one: {on_old}"
+    );
+
+    // A connection error on the new master sends the client back to the sentinels: the
+    // lagging one, asked first, still names the old master, which still says master. The
+    // client must not go back there.
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut s.replica.conn())
+        .unwrap();
+    let g = client.get_lock("sw-after-error").lock().await.unwrap();
+    let on_new: bool = s.replica.conn().exists("sw-after-error").unwrap();
+    let on_old: bool = s.master.conn().exists("sw-after-error").unwrap();
+    g.unlock().await.unwrap();
+    assert!(
+        on_new && !on_old,
+        "after a connection error the lock went to the {} master",
+        if on_old { "old" } else { "wrong" }
     );
     assert_eq!(named_by(&lagging), Some(old), "the sentinel still lags");
     assert_eq!(role(&s.master), "master", "the old master stayed writable");
