@@ -21,7 +21,9 @@ use redis::Commands;
 use redisson_lock::{Client, Config};
 
 use crate::failover_aware::sentinels_watched;
+use crate::require_tls;
 use crate::support::cluster::{ask_failover, wait_until, Node, TestSentinel, MASTER_NAME};
+use crate::support::tls::Pki;
 
 /// The ACL user of the lagging sentinel on the data nodes: every command but `REPLICAOF`, no
 /// pub/sub channel (so no hello messages).
@@ -38,25 +40,83 @@ const LAGGING: [&str; 10] = [
     "-publish",
 ];
 
-/// The group, and the lagging sentinel watching its master.
-fn group_and_lagging() -> (TestSentinel, Node) {
-    let s = TestSentinel::start_with_args(|role| match role {
-        "sentinel" => (0, Vec::new()),
-        _ => (0, LAGGING.iter().map(|a| a.to_string()).collect()),
-    });
-    let conf = format!(
-        "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 2\n\
-         sentinel auth-user {MASTER_NAME} lagging\n\
-         sentinel auth-pass {MASTER_NAME} lag-pw\n\
-         sentinel down-after-milliseconds {MASTER_NAME} 1000\n",
-        s.master.port
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
+/// The client's ACL user on the data nodes (in the TLS set-up's URLs).
+const APP: [&str; 7] = ["--user", "app", "on", ">data-pw", "~*", "&*", "+@all"];
+
+/// The group and the lagging sentinel watching its master; with `pki`, everything speaks
+/// mutual TLS (the sentinels reach the data nodes on their TLS ports, `support/tls.rs`), and the
+/// data nodes know the client's ACL user `app` (`data-pw`).
+struct Set {
+    s: TestSentinel,
+    lagging: Node,
+    /// The sentinels' URLs for the client, the lagging one first.
+    urls: Vec<String>,
+    /// The master's port as the sentinels name it (its TLS port with `pki`).
+    master: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap();
-    let lagging = Node::spawn(port, vec!["--sentinel".to_owned()], Some(conf));
-    (s, lagging)
+        .unwrap()
+}
+
+impl Set {
+    fn start(pki: Option<&Pki>) -> Set {
+        let tls = |port: u16| match pki {
+            Some(pki) => {
+                let mut args = pki.server_args(port, &pki.server, true);
+                args.extend(["--tls-replication".into(), "yes".into()]);
+                args
+            }
+            None => Vec::new(),
+        };
+        let mut ports = Vec::new();
+        let s = TestSentinel::start_with_args(|role| {
+            let port = if pki.is_some() { free_port() } else { 0 };
+            let mut args = tls(port);
+            if role != "sentinel" {
+                args.extend(LAGGING.iter().map(|a| a.to_string()));
+                args.extend(APP.iter().map(|a| a.to_string()));
+            }
+            ports.push((role.to_owned(), port));
+            (port, args)
+        });
+        let tls_port = |role: &str| ports.iter().find(|(r, _)| r == role).map(|(_, p)| *p);
+        let master = match tls_port("master") {
+            Some(p) if p != 0 => p,
+            _ => s.master.port,
+        };
+        let conf = format!(
+            "sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
+             sentinel auth-user {MASTER_NAME} lagging\n\
+             sentinel auth-pass {MASTER_NAME} lag-pw\n\
+             sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
+        );
+        let lagging_tls = if pki.is_some() { free_port() } else { 0 };
+        let mut args = vec!["--sentinel".to_owned()];
+        args.extend(tls(lagging_tls));
+        let lagging = Node::spawn(free_port(), args, Some(conf));
+        let url = |plain: u16, tls: u16| match pki {
+            Some(_) => format!("rediss://app:data-pw@127.0.0.1:{tls}/"),
+            None => format!("redis://127.0.0.1:{plain}/"),
+        };
+        let mut urls = vec![url(lagging.port, lagging_tls)];
+        let sentinel_tls = ports
+            .iter()
+            .filter(|(r, _)| r == "sentinel")
+            .map(|(_, p)| *p);
+        for (node, tls) in s.sentinels.iter().zip(sentinel_tls) {
+            urls.push(url(node.port, tls));
+        }
+        Set {
+            s,
+            lagging,
+            urls,
+            master,
+        }
+    }
 }
 
 /// The master port a sentinel names.
@@ -79,11 +139,48 @@ fn role(node: &Node) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_switch_is_followed_past_a_lagging_sentinel() {
-    let (s, lagging) = group_and_lagging();
-    let mut urls = vec![lagging.url()];
-    urls.extend(s.sentinel_urls());
+    let set = Set::start(None);
+    followed(&set, Config::sentinel(set.urls.clone(), MASTER_NAME)).await;
+}
+
+/// The same over mutual TLS, with the data nodes' ACL user: the connection to the announced
+/// master (and to any master the sentinels name after it) keeps the resolved one's TLS
+/// settings, certificates and credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_switch_is_followed_over_tls_with_credentials() {
+    require_tls!();
+    let pki = Pki::new();
+    let set = Set::start(Some(&pki));
+    let config = Config::sentinel(set.urls.clone(), MASTER_NAME)
+        .with_tls(pki.client_tls())
+        .with_client_name("sw-tls");
+    let _client = followed(&set, config).await;
+    // Every connection of the client on the new master is the ACL user `app` (the default
+    // user is open there, for the harness: a connection without credentials would work too).
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut set.s.replica.conn())
+        .unwrap();
+    let ours: Vec<&str> = list
+        .lines()
+        .filter(|l| l.contains(" name=sw-tls"))
+        .collect();
+    assert!(
+        !ours.is_empty(),
+        "no connection of the client on the new master: {list}"
+    );
+    for line in ours {
+        assert!(line.contains(" user=app "), "{line}");
+    }
+}
+
+/// Takes a hold on the master, fails the group over, and checks that the client follows the
+/// announcement past the lagging sentinel, at the switch and after a connection error.
+/// Returns the client, still connected.
+async fn followed(set: &Set, config: Config) -> Client {
+    let (s, lagging) = (&set.s, &set.lagging);
     let client = Client::with_config(
-        Config::sentinel(urls, MASTER_NAME)
+        config
             .with_failover_awareness(true)
             // No periodic renewal inside the test: only the switch can tell the loss.
             .with_watchdog_timeout(Duration::from_secs(300))
@@ -132,12 +229,11 @@ async fn the_switch_is_followed_past_a_lagging_sentinel() {
         watched,
         "the client subscribed to +switch-master everywhere"
     );
-    assert_eq!(named_by(&lagging), Some(s.master.port));
+    assert_eq!(named_by(lagging), Some(set.master));
     assert!(!guard.is_lost());
 
     // The group fails over to the replica.
-    let old = s.master.port;
-    let new = s.replica.port;
+    let old = set.master;
     let group = s.sentinels[0].port;
     let switched = tokio::task::spawn_blocking(move || {
         let node = |port| redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
@@ -150,7 +246,7 @@ async fn the_switch_is_followed_past_a_lagging_sentinel() {
                 .arg("GET-MASTER-ADDR-BY-NAME")
                 .arg(MASTER_NAME)
                 .query::<(String, u16)>(&mut sentinel)
-                .is_ok_and(|(_, p)| p == new)
+                .is_ok_and(|(_, p)| p != old)
         });
         assert!(promoted, "the group promoted the replica");
         Instant::now()
@@ -194,6 +290,7 @@ async fn the_switch_is_followed_past_a_lagging_sentinel() {
         "after a connection error the lock went to the {} master",
         if on_old { "old" } else { "wrong" }
     );
-    assert_eq!(named_by(&lagging), Some(old), "the sentinel still lags");
+    assert_eq!(named_by(lagging), Some(old), "the sentinel still lags");
     assert_eq!(role(&s.master), "master", "the old master stayed writable");
+    client
 }
