@@ -34,6 +34,7 @@ mod naming;
 mod open;
 mod replicas;
 mod sentinel;
+mod sentinel_resolve;
 mod wire;
 
 pub(crate) use eviction::{eviction_policy, warn_if_evicting};

@@ -15,6 +15,7 @@ use super::cluster_route::Router;
 use super::cluster_watch::ClusterWatch;
 use super::naming::Naming;
 use super::replicas::{Refusals, ReplicaCounts};
+use super::sentinel_resolve::Resolver;
 use super::{Conn, Kind, SentinelConn};
 use crate::config::{Config, Topology};
 use crate::endpoints::Endpoints;
@@ -47,9 +48,11 @@ impl Conn {
                 .await;
                 Kind::Cluster(Arc::new(router))
             }
-            Topology::Sentinel { .. } => {
+            Topology::Sentinel { master, .. } => {
                 let (resolver, sentinels) = endpoints.sentinel_parts().await?;
                 let aware = config.failover_awareness();
+                let timeout = config.connection_timeout();
+                let resolver = Resolver::new(resolver, sentinels.clone(), master, timeout);
                 let conn = Arc::new(SentinelConn {
                     resolver: tokio::sync::Mutex::new(resolver),
                     current: parking_lot::RwLock::new(None),
@@ -66,9 +69,7 @@ impl Conn {
                 // there while Redisson, which follows the announcement, takes them on the new
                 // master (both held one lock in a failover round). Awareness adds the
                 // re-verification of the holds.
-                if let Topology::Sentinel { master, .. } = config.topology() {
-                    conn.watch(sentinels, master);
-                }
+                conn.watch(sentinels, master);
                 Kind::Sentinel(conn)
             }
         };

@@ -2,9 +2,11 @@
 //! and again after a connection error or a `READONLY`/`MASTERDOWN` reply (a failover).
 //!
 //! One task per sentinel listens on the sentinel's own pub/sub for `+switch-master` of the
-//! configured master and re-resolves at once, as Redisson does: the old master of a
+//! configured master and moves at once to the address it announces (`ROLE` there must say
+//! master, else the sentinels are asked), as Redisson does: the old master of a
 //! `SENTINEL FAILOVER` stays writable until the sentinels convert it, so a client that waited
-//! for an error would take locks there while others take them on the new master. With
+//! for an error, or asked a sentinel that has not heard of the switch yet, would take locks
+//! there while others take them on the new master (`conn/sentinel_resolve.rs`). With
 //! failover awareness (`Config::with_failover_awareness`), whenever a resolution names a
 //! different master than the one before (after that message, or after an error), `changed` is
 //! notified and the watchdog re-verifies every hold out of turn.
@@ -17,17 +19,17 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::sentinel::SentinelClient;
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use super::open::manager;
+use super::sentinel_resolve::{addr_of, Resolver};
 use crate::config::Config;
 use crate::error::LockError;
 
 /// A master found through Sentinel, re-resolved after connection errors or `READONLY` replies
 /// (the old master was demoted).
 pub(crate) struct SentinelConn {
-    pub(super) resolver: tokio::sync::Mutex<SentinelClient>,
+    pub(super) resolver: tokio::sync::Mutex<Resolver>,
     pub(super) current: parking_lot::RwLock<Option<ConnectionManager>>,
     pub(super) config: Config,
     pub(super) stale: AtomicBool,
@@ -48,9 +50,10 @@ impl Drop for SentinelConn {
 }
 
 impl SentinelConn {
-    /// The current master's `redis::Client`, asking the sentinels.
+    /// A new connection's master: each time as the sentinels name it now (a replaced master
+    /// refused: `conn/sentinel_resolve.rs`). The subscriber opens its connection there.
     pub(crate) async fn master_client(&self) -> RedisResult<redis::Client> {
-        self.resolver.lock().await.async_get_client().await
+        self.resolver.lock().await.resolve().await
     }
 
     pub(super) async fn manager(&self) -> RedisResult<ConnectionManager> {
@@ -65,14 +68,23 @@ impl SentinelConn {
                 return Ok(m);
             }
         }
-        let client = resolver.async_get_client().await?;
-        self.resolved(client.get_connection_info().addr().to_string());
+        let client = resolver.resolve().await?;
+        self.open(client).await
+    }
+
+    /// Opens the command connection on the master `client` names; the caller holds the
+    /// resolver's lock. The watchdog is told of a new master once the connection is there:
+    /// its pass must renew on the new master, not on the old one.
+    async fn open(&self, client: redis::Client) -> RedisResult<ConnectionManager> {
+        let addr = client.get_connection_info().addr();
+        let addr = addr_of(addr).unwrap_or_else(|| addr.to_string());
         let m = manager(client, &self.config).await.map_err(|e| match e {
             LockError::Redis(e) => e,
             other => RedisError::from(std::io::Error::other(other.to_string())),
         })?;
         *self.current.write() = Some(m.clone());
         self.stale.store(false, Ordering::Release);
+        self.resolved(addr);
         Ok(m)
     }
 
@@ -93,10 +105,30 @@ impl SentinelConn {
         self.changed.clone()
     }
 
-    /// A sentinel announced `+switch-master` for our master: re-resolve now. Should the
-    /// sentinels not answer, the watchdog is told anyway: its pass re-resolves in turn.
-    async fn switched(&self) {
+    /// A sentinel announced `+switch-master` for our master: `new` replaced `old` (both
+    /// `host:port`). The client moves to `new` now if `ROLE` there says master (every sentinel
+    /// announces it: the second copy finds the client there already), else it re-resolves;
+    /// either way `old` is refused from now on. Should neither work, the watchdog is told
+    /// anyway: its pass re-resolves in turn.
+    async fn switched(&self, old: &str, new: &str) {
+        let mut resolver = self.resolver.lock().await;
+        resolver.switches.announce(old, new);
+        let there = self.master_addr.lock().as_deref() == Some(new);
+        if there && !self.stale.load(Ordering::Acquire) && self.current.read().is_some() {
+            return;
+        }
+        // Commands wait for the switch (on the resolver's lock) instead of going to the old
+        // master meanwhile.
         self.stale.store(true, Ordering::Release);
+        if let Some(client) = resolver.announced(new).await {
+            match self.open(client).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, master = %new, "sentinel: can't open the announced master")
+                }
+            }
+        }
+        drop(resolver);
         if let Err(e) = self.manager().await {
             tracing::warn!(error = %e, "sentinel: can't resolve the new master yet");
             if let Some(changed) = &self.changed {
@@ -176,12 +208,20 @@ async fn listen(conn: Weak<SentinelConn>, client: redis::Client, master: String)
                         continue;
                     };
                     // `<master name> <old ip> <old port> <new ip> <new port>`
-                    if payload.split(' ').next() != Some(master.as_str()) {
+                    let parts: Vec<&str> = payload.split(' ').collect();
+                    let [name, old_ip, old_port, new_ip, new_port] = parts[..] else {
+                        continue;
+                    };
+                    if name != master {
                         continue;
                     }
                     let Some(c) = conn.upgrade() else { return };
                     tracing::info!(event = %payload, "sentinel: +switch-master");
-                    c.switched().await;
+                    let (old, new) = (
+                        format!("{old_ip}:{old_port}"),
+                        format!("{new_ip}:{new_port}"),
+                    );
+                    c.switched(&old, &new).await;
                 }
             }
             Ok(Err(e)) => {
@@ -211,7 +251,12 @@ mod tests {
         .build()
         .unwrap();
         SentinelConn {
-            resolver: tokio::sync::Mutex::new(resolver),
+            resolver: tokio::sync::Mutex::new(Resolver::new(
+                resolver,
+                Vec::new(),
+                "mymaster",
+                Duration::from_secs(1),
+            )),
             current: parking_lot::RwLock::new(None),
             config: Config::sentinel(["redis://127.0.0.1:1/"], "mymaster"),
             stale: AtomicBool::new(true),

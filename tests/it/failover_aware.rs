@@ -72,7 +72,7 @@ async fn lost_within_bound(
 }
 
 /// listeners (the sentinels subscribe to nothing on one another).
-fn sentinels_watched(ports: &[u16]) -> bool {
+pub(crate) fn sentinels_watched(ports: &[u16]) -> bool {
     ports.iter().all(|p| {
         let c = redis::Client::open(format!("redis://127.0.0.1:{p}/")).unwrap();
         let Ok(mut c) = c.get_connection_with_timeout(Duration::from_secs(2)) else {

@@ -69,6 +69,7 @@ mod rwlock;
 mod secrets;
 mod semaphore;
 mod sentinel;
+mod sentinel_switch;
 mod server_clock;
 mod shutdown;
 mod spin_lock;

@@ -32,7 +32,9 @@ pub struct Node {
 }
 
 impl Node {
-    fn spawn(port: u16, args: Vec<String>, conf: Option<String>) -> Node {
+    /// Starts a node on `port` with `args` and, when given, `conf` as its config file (a
+    /// sentinel needs one).
+    pub fn spawn(port: u16, args: Vec<String>, conf: Option<String>) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut node = Node {
             port,
