@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use outcome::{Campaign, RoundOutcome};
 use plan::{Break, FaultClass, Kind, Lang, Rate, Round, Topology};
 
+use crate::support::checker::Lang as HolderLang;
 use crate::support::checker::*;
 use crate::support::family::{family, Family};
 use crate::support::*;
@@ -171,12 +172,29 @@ async fn ci_slice() {
 /// rate, its history timestamps must not).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holder_history_stays_on_the_true_clock_under_faketime() {
+    history_on_the_true_clock(HolderLang::Rust).await;
+}
+
+/// The same for the Java holder (real Redisson), whose JVM reads the true clock through
+/// `TrueClock` (a JDK 22+'s foreign-function API; `scripts/ensure-java` builds it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_holder_history_stays_on_the_true_clock_under_faketime() {
+    if std::env::var_os("REDISSON_LOCK_NO_JAVA").is_some() {
+        return;
+    }
+    for v in crate::java::peer_versions() {
+        history_on_the_true_clock(HolderLang::Java(v)).await;
+    }
+}
+
+async fn history_on_the_true_clock(lang: HolderLang) {
     let lib = faketime_lib().expect(
         "libfaketime missing: `apt-get install faketime` (scripts/ensure-redis installs it)",
     );
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let mut spec = HolderSpec::new(&server.url(), "campaign:faketime");
+    spec.lang = lang.clone();
     spec.iterations = 3;
     spec.hold_ms = 800;
     spec.watchdog_ms = 1500;
@@ -187,24 +205,27 @@ async fn holder_history_stays_on_the_true_clock_under_faketime() {
     ];
     let before = mono_ns();
     let mut h = Holder::spawn(&spec, history_path(dir.path(), 0));
-    assert!(h.wait(Duration::from_secs(60)).await, "the holder failed");
+    assert!(
+        h.wait(Duration::from_secs(60)).await,
+        "{lang:?}: the holder failed"
+    );
     let after = mono_ns();
     let report = check_holders(&server, "campaign:faketime", [&h], &Default::default()).await;
-    assert_eq!(report.holds.len(), 3, "{report:?}");
+    assert_eq!(report.holds.len(), 3, "{lang:?}: {report:?}");
     for hold in &report.holds {
         let end = hold.end.unwrap();
         // On the true clock: inside the test's own window. A faked clock runs 3 s ahead
         // by the end of the holder's ~1 s life.
         assert!(
             before <= hold.start && end <= after,
-            "history off the true clock: hold {}..{end}, test window {before}..{after}",
+            "{lang:?}: history off the true clock: hold {}..{end}, test window {before}..{after}",
             hold.start
         );
         // The hold slept 800 ms of holder time: 200 ms of true time at x4.
         assert!(
             end - hold.start < 700_000_000,
-            "the hold lasted {} ms of history time: the clock rate did not apply, or the \
-             history is on the faked clock",
+            "{lang:?}: the hold lasted {} ms of history time: the clock rate did not apply, or \
+             the history is on the faked clock",
             (end - hold.start) / 1_000_000
         );
     }
@@ -216,18 +237,33 @@ async fn holder_history_stays_on_the_true_clock_under_faketime() {
 /// fast (x1.25) ends its holds early, which costs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_rates_outside_the_model_are_caught() {
-    let round = |index, rate| Round {
+    let round = |index, rate, lang| Round {
         index,
         seed: 0xC10C + index as u64,
         kind: Kind::Fenced,
-        lang: Lang::Rust,
+        lang,
         mixed: false,
         holders: 3,
         secs: 7,
         mix: vec![(FaultClass::Clock(rate), 1)],
     };
-    let rounds = [round(100, Rate::Slow080), round(101, Rate::Fast125)];
-    let out = run_rounds(rounds, 2, None, Break::None).await;
+    // The skewed holder in Rust, then (the Java tier on) in Java: Redisson on a faked clock.
+    let mut langs = vec![Lang::Rust];
+    if std::env::var_os("REDISSON_LOCK_NO_JAVA").is_none() {
+        langs.push(Lang::Java4);
+    }
+    for (i, lang) in langs.into_iter().enumerate() {
+        let index = 100 + 2 * i;
+        let rounds = [
+            round(index, Rate::Slow080, lang),
+            round(index + 1, Rate::Fast125, lang),
+        ];
+        clock_rounds_caught(run_rounds(rounds, 2, None, Break::None).await);
+    }
+}
+
+/// A slow and a fast clock round ([`clock_rates_outside_the_model_are_caught`]) checked.
+fn clock_rounds_caught(out: Vec<RoundOutcome>) {
     for o in &out {
         eprintln!("{}: {:?}", o.round.label(), o.notes);
         assert!(
@@ -252,20 +288,25 @@ async fn clock_rates_outside_the_model_are_caught() {
             .collect::<Vec<_>>()
     };
     let slow = skewed(&out[0]);
-    assert!(!slow.is_empty(), "the slow holder took no hold");
+    assert!(
+        !slow.is_empty(),
+        "{}: the slow holder took no hold",
+        out[0].round.label()
+    );
     // Caught: each of its finished holds outlived the lease on the true clock and was reported
     // lost (the release found the lease gone).
+    let lang = out[0].round.lang.name();
     for h in slow.iter().filter(|h| h.end.is_some()) {
         assert!(
             h.lost,
-            "a hold 25 % slow past its fixed lease was not reported lost: {h:?}"
+            "{lang}: a hold 25 % slow past its fixed lease was not reported lost: {h:?}"
         );
     }
     let fast = skewed(&out[1]);
-    assert!(!fast.is_empty(), "the fast holder took no hold");
+    assert!(!fast.is_empty(), "{lang}: the fast holder took no hold");
     assert!(
         fast.iter().all(|h| !h.lost),
-        "a fast clock ends holds early and loses none: {fast:?}"
+        "{lang}: a fast clock ends holds early and loses none: {fast:?}"
     );
 }
 

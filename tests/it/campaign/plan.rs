@@ -424,9 +424,10 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
             };
             // Half the rounds mix the languages on one lock (where there are two).
             let mixed = langs.len() > 1 && rng.random_bool(0.5);
-            // The skewed holder (the first) is a Rust one: a JVM under libfaketime would
-            // write its history on the faked clock (and its timed waits are scaled too).
-            if let FaultClass::Clock(_) = class {
+            // The skewed holder (the first) may be a Java one where a JDK 22+ reads the true
+            // clock for its history (`TrueClock`); else a Rust one (a JVM under libfaketime
+            // would write its history on the faked clock).
+            if let (FaultClass::Clock(_), false) = (class, checker::java_true_clock()) {
                 lang = Lang::Rust;
             }
             let holders = rng.random_range(3..=4);

@@ -102,6 +102,34 @@ pub fn java_command(version: &str, main: Option<&str>) -> Command {
     cmd
 }
 
+/// The Java holder of Redisson `version` for a run under libfaketime: the JDK 22+ that
+/// `scripts/ensure-java` compiled `TrueClock` with (`interop/java/trueclock/`), so that its
+/// history stays on the true monotonic clock. `None` where no such JDK was found.
+pub fn true_clock_java_command(version: &str) -> Option<Command> {
+    let dir = peer_dir().join("trueclock");
+    let java = std::fs::read_to_string(dir.join("java")).ok()?;
+    dir.join("TrueClock.class").exists().then_some(())?;
+    let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
+    let mut cmd = Command::new(java.trim());
+    cmd.args([
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Xss512k",
+        "-Xmx256m",
+    ])
+    .arg("--enable-native-access=ALL-UNNAMED")
+    .arg("-cp")
+    .arg(format!("{}:{}", jar.display(), dir.display()))
+    .arg(HOLDER_MAIN);
+    Some(cmd)
+}
+
+/// Whether a Java holder can run under libfaketime (see [`true_clock_java_command`]).
+pub fn java_true_clock() -> bool {
+    let dir = peer_dir().join("trueclock");
+    dir.join("java").exists() && dir.join("TrueClock.class").exists()
+}
+
 /// Which holder program runs: the Rust one (`tests/holder`) or the Java one
 /// (`io.redissonlock.peer.Holder` in the Redisson peer jar of that version), with the same flags
 /// and history lines.
@@ -173,8 +201,11 @@ pub struct Holder {
 
 impl Holder {
     pub fn spawn(spec: &HolderSpec, history: PathBuf) -> Holder {
+        let faked = spec.env.iter().any(|(k, _)| k == "FAKETIME");
         let mut cmd = match &spec.lang {
             Lang::Rust => Command::new(holder_bin()),
+            Lang::Java(v) if faked => true_clock_java_command(v)
+                .expect("a Java holder under libfaketime needs a JDK 22+: run scripts/ensure-java"),
             Lang::Java(v) => java_command(v, Some(HOLDER_MAIN)),
         };
         cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));

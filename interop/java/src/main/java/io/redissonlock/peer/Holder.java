@@ -75,9 +75,37 @@ public final class Holder {
             "node-timeout-ms", "fair-wait-ms", "max-secs", "stop-file", "clock-probe",
             "sentinels", "master", "cluster", "replica-sync", "failover-aware"));
 
-    /** The history clock: CLOCK_MONOTONIC nanoseconds on Linux. */
+    /**
+     * The history clock: CLOCK_MONOTONIC nanoseconds on Linux. Under libfaketime
+     * ({@code FAKETIME} set), which fakes it, the true one from {@code TrueClock} (Java 22+,
+     * compiled apart by {@code scripts/ensure-java}): a history on the faked clock could not be
+     * compared with the other holders'. Without it there, the holder refuses to start.
+     */
+    private static final java.lang.invoke.MethodHandle TRUE_CLOCK = trueClock();
+
+    private static java.lang.invoke.MethodHandle trueClock() {
+        if (System.getenv("FAKETIME") == null) {
+            return null;
+        }
+        try {
+            return java.lang.invoke.MethodHandles.publicLookup().findStatic(
+                    Class.forName("TrueClock"), "nanos",
+                    java.lang.invoke.MethodType.methodType(long.class));
+        } catch (ReflectiveOperationException | LinkageError e) {
+            throw new IllegalStateException("under libfaketime the history needs TrueClock "
+                    + "(a JDK 22+ and scripts/ensure-java): " + e, e);
+        }
+    }
+
     static long now() {
-        return System.nanoTime();
+        if (TRUE_CLOCK == null) {
+            return System.nanoTime();
+        }
+        try {
+            return (long) TRUE_CLOCK.invokeExact();
+        } catch (Throwable e) {
+            throw new IllegalStateException("TrueClock failed: " + e, e);
+        }
     }
 
     /** Bad command line: a message and exit code 2. */
