@@ -16,7 +16,10 @@
 //! * Standalone and Sentinel use a RESP2 subscriber connection (Sentinel asks for the current
 //!   master on every reconnect). Redis Cluster uses a RESP3 cluster connection whose pushes
 //!   carry the messages, with `SSUBSCRIBE` when pub/sub is sharded; a slot that moves away
-//!   (`sunsubscribe` push) is resubscribed at its new owner, and a node connection that is cut
+//!   (`sunsubscribe` push) is resubscribed at its new owner on the same connection (`MOVED`
+//!   followed: `subconn.rs`), and its channel's waiters try again once the new subscription is
+//!   confirmed (not before: a release between their try and the subscription would go
+//!   unheard); a node connection that is cut
 //!   (`disconnection` push) replaces the whole subscriber connection, as a broken RESP2 one
 //!   does (redis-rs's own resubscription of that node fails when its channels span slots).
 //! * A channel the server's ACL refuses (`NOPERM` on `SUBSCRIBE`/`SSUBSCRIBE`) is not a broken
@@ -90,6 +93,9 @@ enum SubState {
     Pending,
     /// The server confirmed it.
     Confirmed,
+    /// The server dropped it (a sharded channel's slot moved away): subscribed again; its
+    /// parked waiters are woken once that is confirmed.
+    Moved,
     /// The server's ACL refused it (`NOPERM`); the server's words. Final for this entry.
     Refused(Arc<str>),
 }
@@ -167,7 +173,8 @@ impl PubSub {
     ) -> Result<Arc<Channel>> {
         let channel = entry(&self.shared, name, wake);
         let mut state = channel.state.subscribe();
-        let settled = tokio::time::timeout(timeout, state.wait_for(|s| *s != SubState::Pending));
+        let settled = state.wait_for(|s| matches!(s, SubState::Confirmed | SubState::Refused(_)));
+        let settled = tokio::time::timeout(timeout, settled);
         match settled.await.ok().and_then(Result::ok).map(|s| s.clone()) {
             Some(SubState::Confirmed) => Ok(channel),
             Some(SubState::Refused(detail)) => Err(denied(name, &detail)),
@@ -373,11 +380,18 @@ fn deliver(sh: &Shared, active: &mut HashSet<String>, event: Event) -> bool {
             }
         }
         Event::Dropped(channel) => {
-            // The slot moved: subscribe again (at its new owner) and let the waiters retry,
-            // which also refreshes the slot map.
+            // The slot moved: subscribe again (at its new owner). The waiters try again once
+            // that is confirmed (`subscribed`): woken now, a try could meet the lock still held
+            // and its release then land before the new subscription, unheard.
             active.remove(&channel);
             if let Some(c) = live(sh, &channel) {
-                c.notify.notify_waiters();
+                c.state.send_if_modified(|s| {
+                    let was = *s == SubState::Confirmed;
+                    if was {
+                        *s = SubState::Moved;
+                    }
+                    was
+                });
                 let _ = sh.commands.send(channel);
             }
         }
@@ -513,7 +527,10 @@ fn subscribed(
             }
             None => {
                 if let Some(c) = c {
-                    c.state.send_replace(SubState::Confirmed);
+                    // Resubscribed after its slot moved: the waiters parked meanwhile try again.
+                    if c.state.send_replace(SubState::Confirmed) == SubState::Moved {
+                        c.notify.notify_waiters();
+                    }
                 }
                 active.insert(n);
             }

@@ -120,7 +120,7 @@ impl SubConn {
                 if *sharded {
                     // One channel per command: sharded channels of one command must share a slot.
                     for n in names {
-                        conn.ssubscribe(n).await?;
+                        ssubscribe_following(conn, n).await?;
                     }
                     Ok(())
                 } else {
@@ -144,6 +144,35 @@ impl SubConn {
                     conn.unsubscribe(names).await
                 }
             }
+        }
+    }
+}
+
+/// `MOVED` replies to one channel's `SSUBSCRIBE` that [`ssubscribe_following`] follows.
+const SUBSCRIBE_REDIRECTS: usize = 3;
+
+/// `SSUBSCRIBE channel`, following a slot that moved. redis-rs (1.8) sends a subscription to
+/// the node its slot map names and hands a `MOVED` back as the error, without reading its map
+/// again: the resubscription of a channel whose slot moved away (`Event::Dropped`) would fail
+/// and the whole subscriber connection be replaced (every channel resubscribed, every waiter
+/// woken). So a `MOVED` has the connection send `EXISTS channel` (a read of the channel's slot,
+/// whose `MOVED` redis-rs follows and answers by reading its slot map again) before the
+/// subscription goes again; after [`SUBSCRIBE_REDIRECTS`] the error is the caller's.
+async fn ssubscribe_following(
+    conn: &mut redis::cluster_async::ClusterConnection,
+    channel: &str,
+) -> redis::RedisResult<()> {
+    use redis::aio::ConnectionLike;
+    let mut redirects = 0;
+    loop {
+        match conn.ssubscribe(channel).await {
+            Err(e) if e.redirect_node().is_some() && redirects < SUBSCRIBE_REDIRECTS => {
+                redirects += 1;
+                let read = redis::cmd("EXISTS").arg(channel).to_owned();
+                // Its own outcome does not matter: the next `SSUBSCRIBE` tells.
+                let _ = conn.req_packed_command(&read).await;
+            }
+            other => return other,
         }
     }
 }

@@ -72,6 +72,8 @@ mod sentinel;
 mod sentinel_switch;
 mod server_clock;
 mod shutdown;
+// Valkey 9's atomic slot migration of a slot with holds and parked waiters.
+mod slot_migration;
 mod spin_lock;
 mod sync_extras;
 mod tls;

@@ -2,13 +2,15 @@
 //!
 //! `TestCluster`: 3 masters (optionally with one replica each) made with
 //! `redis-server --cluster-enabled yes` and `redis-cli --cluster create` (or Valkey's
-//! `valkey-server` and `valkey-cli`: `family.rs`).
+//! `valkey-server` and `valkey-cli`: `family.rs`); `TestCluster::start_valkey9` runs the pinned
+//! Valkey 9.1.2 whatever the switch, for Valkey 9's atomic slot migration.
 //! `TestSentinel`: a master, a replica and 3 sentinels (`redis-server <conf> --sentinel`).
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::family::valkey9_server_bin;
 use super::{family, free_port, redis_cli_bin, redis_server_bin, wait_ready, INSTALL_HINT};
 
 /// A port `p` such that both `p` and the cluster bus port `p + 10000` are free.
@@ -29,18 +31,25 @@ pub struct Node {
     child: Option<Child>,
     dir: tempfile::TempDir,
     args: Vec<String>,
+    /// The server binary (`redis_server_bin` unless a test pins one).
+    bin: String,
 }
 
 impl Node {
     /// Starts a node on `port` with `args` and, when given, `conf` as its config file (a
     /// sentinel needs one).
     pub fn spawn(port: u16, args: Vec<String>, conf: Option<String>) -> Node {
+        Node::spawn_bin(redis_server_bin(), port, args, conf)
+    }
+
+    fn spawn_bin(bin: String, port: u16, args: Vec<String>, conf: Option<String>) -> Node {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut node = Node {
             port,
             child: None,
             dir,
             args,
+            bin,
         };
         if let Some(conf) = conf {
             std::fs::write(node.dir.path().join("node.conf"), conf).unwrap();
@@ -55,7 +64,7 @@ impl Node {
 
     fn start_with(&mut self, extra: &[String]) {
         family();
-        let mut cmd = Command::new(redis_server_bin());
+        let mut cmd = Command::new(&self.bin);
         let conf = self.dir.path().join("node.conf");
         if conf.exists() {
             cmd.arg(&conf);
@@ -178,12 +187,28 @@ impl TestCluster {
     /// TLS cluster of `support/tls.rs`).
     pub fn start_with_args(
         replicas: usize,
+        extra: impl FnMut(usize) -> Vec<String>,
+    ) -> TestCluster {
+        TestCluster::start_on(redis_server_bin(), replicas, extra)
+    }
+
+    /// [`TestCluster::start`] on the pinned Valkey 9.1.2 (`family::valkey9_server_bin`),
+    /// whatever `REDISSON_LOCK_SERVER` says: for the tests of a Valkey 9 feature (atomic slot
+    /// migration, [`TestCluster::migrate_slot_atomically`]).
+    pub fn start_valkey9(replicas: usize) -> TestCluster {
+        TestCluster::start_on(valkey9_server_bin(), replicas, |_| Vec::new())
+    }
+
+    fn start_on(
+        bin: String,
+        replicas: usize,
         mut extra: impl FnMut(usize) -> Vec<String>,
     ) -> TestCluster {
         let count = 3 * (1 + replicas);
         let nodes: Vec<Node> = (0..count)
             .map(|i| {
-                Node::spawn(
+                Node::spawn_bin(
+                    bin.clone(),
                     free_cluster_port(),
                     [
                         "--cluster-enabled",
@@ -271,7 +296,12 @@ impl TestCluster {
 
     /// The node currently serving `slot` as master.
     pub fn master_of(&self, slot: u16) -> &Node {
-        let mut c = self.nodes[0].conn();
+        self.master_seen_by(&self.nodes[0], slot)
+    }
+
+    /// The node that `seen_by`'s `CLUSTER SLOTS` names as `slot`'s master.
+    fn master_seen_by(&self, seen_by: &Node, slot: u16) -> &Node {
+        let mut c = seen_by.conn();
         let shards: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).unwrap();
         let redis::Value::Array(ranges) = shards else {
             panic!("CLUSTER SLOTS: {shards:?}")
@@ -307,12 +337,14 @@ impl TestCluster {
         redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap()
     }
 
-    /// Moves `slot` (and its keys) from its master to another master, the way
-    /// `redis-cli --cluster reshard` does: SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE.
-    pub fn move_slot(&self, slot: u16) -> u16 {
-        let from = self.master_of(slot);
-        let to = self
-            .nodes
+    /// A master other than `slot`'s: where [`TestCluster::start_slot_migration`] moves it.
+    pub fn other_master_of(&self, slot: u16) -> &Node {
+        self.other_master(self.master_of(slot))
+    }
+
+    /// A master other than `from`.
+    fn other_master(&self, from: &Node) -> &Node {
+        self.nodes
             .iter()
             .find(|n| {
                 n.port != from.port && {
@@ -321,7 +353,47 @@ impl TestCluster {
                     matches!(role, redis::Value::Array(ref v) if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
                 }
             })
-            .expect("another master");
+            .expect("another master")
+    }
+
+    /// Moves `slot` (and its keys) from its master to another master with Valkey 9's atomic
+    /// slot migration: one `CLUSTER MIGRATESLOTS SLOTSRANGE <slot> <slot> NODE <id>` sent to the
+    /// source, which streams the slot's keys to the target and hands the slot over in one step
+    /// (no `ASK` window, no per-key `MIGRATE`). Returns the new master's port once every node
+    /// names it as the slot's master (panics after 30 s). Needs [`TestCluster::start_valkey9`].
+    pub fn migrate_slot_atomically(&self, slot: u16) -> u16 {
+        let to = self.start_slot_migration(slot);
+        let moved = wait_until(Duration::from_secs(30), || {
+            self.nodes
+                .iter()
+                .all(|n| self.master_seen_by(n, slot).port == to)
+        });
+        assert!(moved, "slot {slot}: every node names {to} as its master");
+        to
+    }
+
+    /// Starts [`TestCluster::migrate_slot_atomically`]'s migration of `slot` and returns at
+    /// once, with the port of the master it goes to.
+    pub fn start_slot_migration(&self, slot: u16) -> u16 {
+        let from = self.master_of(slot);
+        let to = self.other_master(from);
+        let _: redis::Value = redis::cmd("CLUSTER")
+            .arg("MIGRATESLOTS")
+            .arg("SLOTSRANGE")
+            .arg(slot)
+            .arg(slot)
+            .arg("NODE")
+            .arg(Self::node_id(to))
+            .query(&mut from.conn())
+            .unwrap_or_else(|e| panic!("CLUSTER MIGRATESLOTS of slot {slot}: {e}"));
+        to.port
+    }
+
+    /// Moves `slot` (and its keys) from its master to another master, the way
+    /// `redis-cli --cluster reshard` does: SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE.
+    pub fn move_slot(&self, slot: u16) -> u16 {
+        let from = self.master_of(slot);
+        let to = self.other_master(from);
         let (from_id, to_id) = (Self::node_id(from), Self::node_id(to));
         let mut fc = from.conn();
         let mut tc = to.conn();
