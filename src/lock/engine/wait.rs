@@ -2,6 +2,7 @@
 //! loop of `crate::wait`, or the spin kind's backoff), and the fair lock's lingering
 //! per-waiter channel.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,8 +77,11 @@ impl<K: LockKind> Engine<K> {
         let retry = Retry::attempts(self.client().config())
             .op("acquire")
             .kind(K::SPEC.name);
+        // The loop's first try follows the subscription, not a release message.
+        let first = std::sync::atomic::AtomicBool::new(true);
         let step = || async {
-            Ok(match Box::pin(self.attempt(try_)).await? {
+            let first = first.swap(false, Relaxed);
+            Ok(match Box::pin(self.attempt(try_, first)).await? {
                 Attempt::Taken(guard) => Step::Done(guard),
                 Attempt::Held { ttl_ms } => {
                     Step::Wait((ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64)))
@@ -122,7 +126,7 @@ impl<K: LockKind> Engine<K> {
                 return Ok(None);
             };
             tokio::time::sleep(pause.min(left)).await;
-            pause = match Box::pin(self.attempt(try_)).await {
+            pause = match Box::pin(self.attempt(try_, false)).await {
                 Ok(Attempt::Taken(guard)) => return Ok(Some(guard)),
                 Ok(Attempt::Held { .. }) => {
                     retry.reset();
