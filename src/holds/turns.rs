@@ -10,6 +10,10 @@
 //! `lock/engine/mod.rs`), which hands the parked waiters that the release woke, here and
 //! elsewhere, the next grant; the next grant to this client ends the turn.
 //!
+//! Only grants that followed contention count: a grant counts when a try of this client found
+//! the name held since the client's last grant of it. A name one task takes alone (W1, W2's
+//! distinct names) never gives a turn away and never pays the look.
+//!
 //! One counter per hash slot of a fixed table (no entry per name, nothing to clean up): two
 //! names in one slot only share their streak, so a turn comes sooner, which costs one `PTTL`.
 
@@ -23,6 +27,12 @@ const SLOTS: usize = 256;
 
 /// Set in a slot while its names' first tries look before taking.
 const YIELDING: u32 = 1 << 31;
+
+/// Set when a try of this client found one of the slot's names held (since the last grant).
+const CONTENDED: u32 = 1 << 30;
+
+/// The streak's count.
+const COUNT: u32 = CONTENDED - 1;
 
 /// The per-client table of streaks.
 pub(crate) struct Turns {
@@ -46,16 +56,24 @@ impl Turns {
         &self.slots[hash as usize & (SLOTS - 1)]
     }
 
-    /// Books one grant of `name` to this client: ends a turn given away, or counts the streak
-    /// and, at [`STREAK`], gives the next turn away.
+    /// Books that a try of this client found `name` held.
+    pub(crate) fn held(&self, name: &str) {
+        let slot = self.slot(name);
+        if slot.load(Ordering::Acquire) & CONTENDED == 0 {
+            slot.fetch_or(CONTENDED, Ordering::AcqRel);
+        }
+    }
+
+    /// Books one grant of `name` to this client: ends a turn given away, or, when a try found
+    /// the name held since the last grant, counts the streak and, at [`STREAK`], gives the
+    /// next turn away. An uncontended grant changes nothing.
     pub(crate) fn granted(&self, name: &str) {
         let slot = self.slot(name);
-        let _ = slot.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-            Some(match v {
-                v if v & YIELDING != 0 => 1,
-                v if v + 1 >= STREAK => YIELDING,
-                v => v + 1,
-            })
+        let _ = slot.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| match v {
+            v if v & YIELDING != 0 => Some(1),
+            v if v & CONTENDED != 0 && (v & COUNT) + 1 >= STREAK => Some(YIELDING),
+            v if v & CONTENDED != 0 => Some((v & COUNT) + 1),
+            _ => None,
         });
     }
 
@@ -70,22 +88,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_streak_gives_one_turn_away_and_the_next_grant_ends_it() {
+    fn a_contended_streak_gives_one_turn_away_and_the_next_grant_ends_it() {
         let turns = Turns::default();
-        for _ in 1..STREAK {
-            turns.granted("a");
-            assert!(!turns.yielding("a"));
-        }
-        turns.granted("a");
+        let contended = |n: u32| {
+            for _ in 0..n {
+                turns.held("a");
+                turns.granted("a");
+            }
+        };
+        contended(STREAK - 1);
+        assert!(!turns.yielding("a"));
+        contended(1);
         assert!(turns.yielding("a"));
         // The next grant (whoever of this client took it) ends the turn and starts a streak.
         turns.granted("a");
         assert!(!turns.yielding("a"));
-        for _ in 1..STREAK - 1 {
+        contended(STREAK - 2);
+        assert!(!turns.yielding("a"));
+        contended(1);
+        assert!(turns.yielding("a"));
+    }
+
+    #[test]
+    fn uncontended_grants_never_give_a_turn_away() {
+        let turns = Turns::default();
+        for _ in 0..10 * STREAK {
             turns.granted("a");
         }
         assert!(!turns.yielding("a"));
-        turns.granted("a");
-        assert!(turns.yielding("a"));
+        // Contention seen once counts one grant, not the uncontended ones around it.
+        turns.held("a");
+        for _ in 0..10 * STREAK {
+            turns.granted("a");
+        }
+        assert!(!turns.yielding("a"));
     }
 }

@@ -402,7 +402,12 @@ impl<K: LockKind> Engine<K> {
                 let guard = self.record_taken(try_, gate, taken).await;
                 Ok(Attempt::Taken(guard))
             }
-            Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
+            Some(Acquire::Held { ttl_ms }) => {
+                if self.takes_turns() {
+                    client.registry().turns.held(self.name());
+                }
+                Ok(Attempt::Held { ttl_ms })
+            }
             None => Err(LockError::UnexpectedReply {
                 key: self.name().to_owned(),
                 reply: format!("{reply:?}"),
