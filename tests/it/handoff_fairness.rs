@@ -14,10 +14,12 @@
 //! `STREAK` acquires, a cost W2 showed).
 //!
 //! What this buys end to end is a race, measured rather than asserted: W3 (two processes × 4
-//! tasks on one name), longest single wait 64.5 -> 16.3 ms on the 2-core host at the same
-//! handoff rate (docs/benchmarks.md, "W3's longest wait"). The same race inside one test
-//! process did not starve anybody before the change (a single waiter of another client against
-//! one or two busy tasks through a delaying proxy got the lock after 0-3 grants).
+//! tasks on one name) on the 2-core host, longest single wait 64.5 -> 16.3 ms at the same
+//! handoff rate in one quiet pair, smaller gains in noisier rounds (docs/benchmarks.md, "W3's
+//! longest wait"). The race does not reproduce inside one test process: before the change a
+//! single waiter of another client against one or two busy tasks (through a delaying proxy, or
+//! not) got the lock after 0-7 grants, and four busy tasks per client gave longest waits of
+//! 96-160 grants with and without the change.
 
 use crate::support::*;
 use redisson_lock::Client;
