@@ -436,6 +436,8 @@ pub(crate) struct Holds {
     pub(crate) claims: claims::Claims,
     /// Write acquires waiting, per lock name (the read-write lock's writer preference).
     pub(crate) writers: writers::Writers,
+    /// Grants in a row per lock name (hashed), and the turns given away after a streak.
+    pub(crate) turns: turns::Turns,
 }
 
 impl Holds {
@@ -530,6 +532,7 @@ mod mirror;
 mod releasing;
 pub(crate) use releasing::Releasing;
 pub(crate) mod permits;
+pub(crate) mod turns;
 pub(crate) mod writers;
 
 #[cfg(test)]

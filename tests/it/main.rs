@@ -40,6 +40,8 @@ mod fault_sync;
 mod faults;
 mod fenced_lock;
 mod fencing;
+// Issue 41 item 1: a waiter of another client gets a turn within a streak of local handoffs.
+mod handoff_fairness;
 // Issue 23: the holes a realistic bug slipped through, one module per area.
 mod holes;
 // The second round of test holes, one module per area.

@@ -36,6 +36,7 @@ use crate::observe;
 use crate::owner::LockOwner;
 use crate::raw::{Acquire, KindExt, LockKind, Op};
 use crate::retry::Retry;
+use crate::scripts::Layout;
 use crate::shared::Client;
 use crate::time::{epoch_ms, later, remaining};
 use cleanup::{Forget, InFlight, QueueExit};
@@ -259,6 +260,31 @@ impl<K: LockKind> Engine<K> {
         millis(self.client.config().watchdog_timeout())
     }
 
+    /// Whether this kind takes turns between clients (`holds/turns.rs`): the exclusive,
+    /// unqueued kinds that wake their waiters by pub/sub (the RLock, the fenced and the
+    /// non-reentrant lock). The fair lock has its queue; readers share; the spin lock polls.
+    pub(super) fn takes_turns(&self) -> bool {
+        K::SPEC.layout == Layout::Plain && !K::SPEC.per_waiter_channel && self.kind.uses_pubsub()
+    }
+
+    /// While this client gives a turn away (a streak of grants in a row, `holds/turns.rs`), a
+    /// try that no release message woke looks first (`PTTL`, read-only): held, it waits as a
+    /// held try does (`Some(ttl)`), without the acquire script; free (`None`), it takes it, one
+    /// round trip after the waiters the release woke, here and in other processes, could.
+    /// Called only by an owner with no grant here (a re-entry never waits on itself).
+    pub(super) async fn gives_way(&self) -> Result<Option<i64>> {
+        if !self.takes_turns() || !self.client.registry().turns.yielding(self.name()) {
+            return Ok(None);
+        }
+        let mut conn = self.client.conn();
+        let ttl_ms: i64 = redis::cmd("PTTL")
+            .arg(self.name())
+            .query_async(&mut conn)
+            .await?;
+        // -2: no key (free); -1: held without expiry (a message only); else the holder's TTL.
+        Ok((ttl_ms != -2).then_some(ttl_ms))
+    }
+
     /// The first try, then, while the lock is held and time is left, the kind's wait: on
     /// pub/sub ([`Self::wait`], the shared loop) or, for a kind with a backoff, by polling
     /// ([`Self::spin`]). A per-waiter channel still subscribed from this owner's last wait (the
@@ -297,7 +323,7 @@ impl<K: LockKind> Engine<K> {
             // Attempts are boxed here and in the wait loops: their state (gate, script call)
             // lives only while a script is out, not in every parked waiter's future (`lock()`'s
             // future went from 4,032 to 320 bytes plus this box while it runs).
-            match Box::pin(self.attempt(try_)).await {
+            match Box::pin(self.attempt(try_, true)).await {
                 Err(e) if retry.again(&e).await => {}
                 r => return r,
             }
@@ -311,12 +337,14 @@ impl<K: LockKind> Engine<K> {
             .kind(K::SPEC.name)
     }
 
-    /// One acquire script, under the owner's gate.
+    /// One acquire script, under the owner's gate. `first`: no release message woke this try
+    /// (a new acquire, or the first try after subscribing); while this client gives a turn away
+    /// it looks before it takes ([`Engine::gives_way`]).
     ///
     /// The key's expiry is set to cover this grant *and* every grant the owner still has: a
     /// re-entry with a shorter lease never shortens an outer hold (Redisson's script applies
     /// the last lease, which silently ends a longer outer hold early).
-    async fn attempt(self: &Arc<Self>, try_: &Try<'_>) -> Result<Attempt> {
+    async fn attempt(self: &Arc<Self>, try_: &Try<'_>, first: bool) -> Result<Attempt> {
         let Try {
             hold,
             lease,
@@ -331,6 +359,11 @@ impl<K: LockKind> Engine<K> {
         // acquire either sees the client closed or is released by the shutdown after it.
         client.check_open()?;
         self.settle(hold, &mut gate).await?;
+        if first && gate.count() == 0 {
+            if let Some(ttl_ms) = self.gives_way().await? {
+                return Ok(Attempt::Held { ttl_ms });
+            }
+        }
         let sent = Instant::now();
         let own_ms = lease.map_or(watchdog_ms, millis);
         let lease_ms = self.key_expiry(&gate, sent, Some(own_ms));
@@ -363,7 +396,12 @@ impl<K: LockKind> Engine<K> {
                 let guard = self.record_taken(try_, gate, (count, token), sent, lease_ms);
                 Ok(Attempt::Taken(guard.await))
             }
-            Some(Acquire::Held { ttl_ms }) => Ok(Attempt::Held { ttl_ms }),
+            Some(Acquire::Held { ttl_ms }) => {
+                if self.takes_turns() {
+                    client.registry().turns.held(self.name());
+                }
+                Ok(Attempt::Held { ttl_ms })
+            }
             None => Err(LockError::UnexpectedReply {
                 key: self.name().to_owned(),
                 reply: format!("{reply:?}"),
@@ -398,6 +436,9 @@ impl<K: LockKind> Engine<K> {
             None => Lease::Watchdog,
         };
         let id = gate.taken(grant_lease);
+        if self.takes_turns() {
+            self.client.registry().turns.granted(self.name());
+        }
         // Mirrors the grants (since when it is held, for `Client::holds`, and the watch flag).
         hold.held_from(sent);
         hold.set_watchdog(&gate);

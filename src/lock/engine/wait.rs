@@ -2,6 +2,7 @@
 //! loop of `crate::wait`, or the spin kind's backoff), and the fair lock's lingering
 //! per-waiter channel.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,7 +73,9 @@ impl<K: LockKind> Engine<K> {
         channel: Arc<Channel>,
     ) -> Result<Option<Granted>> {
         let bound = |ttl_ms: i64| (ttl_ms >= 0).then(|| Duration::from_millis(ttl_ms as u64));
-        let step = || self.step(try_, bound);
+        // The loop's first try follows the subscription, not a release message.
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let step = || self.step(try_, first.swap(false, Relaxed), bound);
         let (retry, open) = (self.retry(), || Ok(()));
         let taken = wait::wait_on(
             K::SPEC.name,
@@ -110,20 +113,22 @@ impl<K: LockKind> Engine<K> {
                 if tried_already {
                     return Ok(Step::Wait(pause));
                 }
-                self.step(try_, |_| pause).await
+                self.step(try_, false, |_| pause).await
             }
         };
         let (retry, open) = (self.retry(), || Ok(()));
         wait::wait_on(K::SPEC.name, self.name(), None, deadline, retry, open, step).await
     }
 
-    /// One try of the loop; a held lock waits `bound(its TTL)` at most.
+    /// One try of the loop (`first`: no release message woke it, see [`Engine::attempt`]); a
+    /// held lock waits `bound(its TTL)` at most.
     async fn step(
         self: &Arc<Self>,
         try_: &Try<'_>,
+        first: bool,
         bound: impl Fn(i64) -> Option<Duration>,
     ) -> Result<Step<Granted>> {
-        Ok(match Box::pin(self.attempt(try_)).await? {
+        Ok(match Box::pin(self.attempt(try_, first)).await? {
             Attempt::Taken(guard) => Step::Done(guard),
             Attempt::Held { ttl_ms } => Step::Wait(bound(ttl_ms)),
         })
