@@ -39,8 +39,10 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
     wake.notified().await;
     // This client's part of the hold gauges, removed when the task ends (or is aborted).
     let gauges = observe::HoldsReport::new();
-    // When the last pass began: the next one is due a period after that.
+    // When the last pass began: the next one is due a period after that, or at `retry` after
+    // a pass with a failed renewal.
     let mut last_pass: Option<Instant> = None;
+    let mut retry: Option<Instant> = None;
     loop {
         let notified = wake.notified();
         tokio::pin!(notified);
@@ -59,11 +61,12 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
         match period {
             // Idle until something is acquired in watchdog mode (sweeping now and then).
             None => {
-                last_pass = None;
+                (last_pass, retry) = (None, None);
                 let _ = tokio::time::timeout(idle, notified).await;
             }
             Some(period) => {
                 let due = next_due(last_pass, period, Instant::now());
+                let due = retry.map_or(due, |r| r.min(due));
                 // A failover (failover awareness) cuts the wait short: every hold is checked
                 // on the new master at once.
                 let switched = async {
@@ -79,8 +82,12 @@ pub(crate) async fn run(client: Weak<ClientInner>, wake: Arc<tokio::sync::Notify
                     () = switched => {}
                 }
                 let Some(c) = client.upgrade() else { return };
-                last_pass = Some(Instant::now());
-                renew_all(&c).await;
+                let began = Instant::now();
+                last_pass = Some(began);
+                // A renewal that failed (a new master not reachable yet after a failover, a
+                // timeout) is tried again after [`RETRY`], not a whole period later: the pass a
+                // failover triggers must not leave the verdict to the next regular tick.
+                retry = renew_all(&c).await.then(|| began + RETRY.min(period));
             }
         }
     }
@@ -99,21 +106,25 @@ fn next_due(last_pass: Option<Instant>, period: Duration, now: Instant) -> Insta
     }
 }
 
-/// One tick: renew every watched hold; report the ones that are gone.
-pub(crate) async fn renew_all(client: &ClientInner) {
-    tokio::join!(renew_holds(client), permits::renew(client));
+/// How soon a pass with a failed renewal is followed by another (at most a period).
+const RETRY: Duration = Duration::from_secs(1);
+
+/// One tick: renew every watched hold; report the ones that are gone. `true`: a lock renewal
+/// failed (its holds are at risk, to be tried again).
+pub(crate) async fn renew_all(client: &ClientInner) -> bool {
+    tokio::join!(renew_holds(client), permits::renew(client)).0
 }
 
 /// Holds renewed by one script: the kind's renewal batch and, on a cluster, the hash slot.
 type BatchKey = (u8, Option<u16>);
 
-/// Renews every watched lock hold.
-async fn renew_holds(client: &ClientInner) {
+/// Renews every watched lock hold; `true` when a renewal failed.
+async fn renew_holds(client: &ClientInner) -> bool {
     // Before the snapshot: a renewal confirmed for it vouches for no later instant.
     let started = Instant::now();
     let slots = client.holds.watched();
     if slots.is_empty() {
-        return;
+        return false;
     }
     let lease = client.config.watchdog_timeout();
     let lease_ms = millis(lease);
@@ -144,6 +155,7 @@ async fn renew_holds(client: &ClientInner) {
             (chunk, epochs, reply)
         }
     });
+    let mut failed = false;
     for (chunk, epochs, reply) in join_all(batches).await {
         match reply {
             Ok(Value::Array(results)) if results.len() == chunk.len() => {
@@ -174,11 +186,13 @@ async fn renew_holds(client: &ClientInner) {
                 }
             }
             Ok(other) => {
+                failed = true;
                 script_errors(&chunk);
                 tracing::warn!(reply = ?other, "unexpected reply to the lock renewal script");
                 put_at_risk(&chunk, &epochs);
             }
             Err(e) => {
+                failed = true;
                 script_errors(&chunk);
                 tracing::warn!(error = %e, locks = chunk.len(), "can't renew locks; will retry");
                 put_at_risk(&chunk, &epochs);
@@ -186,6 +200,7 @@ async fn renew_holds(client: &ClientInner) {
             }
         }
     }
+    failed
 }
 
 /// A renewal script failed: one script error for each kind it carried.

@@ -140,3 +140,35 @@ async fn renewals_go_in_batches_of_the_configured_size() {
         redisson_lock::DEFAULT_WATCHDOG_BATCH_SIZE
     );
 }
+
+/// A renewal that fails (its reply lost, the connection closed: as after a failover, when the
+/// new master is not reachable yet) is tried again about a second later, not a whole period
+/// later: the hold's fate is not left to the next regular tick. With a 30 s lease (period 10 s)
+/// the first pass loses its reply; another renewal must reach the server well before the
+/// next regular pass would (10 s after the first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_renewal_is_tried_again_before_the_next_period() {
+    let (server, proxy, client) =
+        proxied(|c| c.with_watchdog_timeout(Duration::from_secs(30))).await;
+    let mut raw = server.conn().await;
+    let guard = client.get_lock("wd:retry").lock().await.unwrap();
+    proxy.drop_reply_after(b"wd:retry");
+    assert!(
+        proxy.wait_dropped(1, Duration::from_secs(30)).await,
+        "the first renewal pass never came"
+    );
+    let failed_at = Instant::now();
+    let calls = script_calls(&mut raw).await;
+    let retried = eventually(Duration::from_secs(6), || {
+        let mut raw = raw.clone();
+        async move { script_calls(&mut raw).await > calls }
+    })
+    .await;
+    assert!(
+        retried,
+        "no renewal within {:?} of the failed one (the next regular pass is 10 s after it)",
+        failed_at.elapsed()
+    );
+    assert!(!guard.is_lost());
+    guard.unlock().await.unwrap();
+}
