@@ -352,11 +352,14 @@ async fn migrate_held_and_waited_slot(mode: ShardedPubSub, tag: &str) {
         };
         joined.unwrap().unwrap();
     }
-    assert_eq!(
-        subscriber_connections(&[&waiting, &late]),
-        connections,
+    // `late` may open its first subscriber connection only when it first waits (after the
+    // move; under load its connect-time one may not be there when `connections` was read):
+    // one connection, never a second.
+    let after = subscriber_connections(&[&waiting, &late]);
+    assert!(
+        after[0] == connections[0] && after[1] <= connections[1].max(1),
         "the move replaced a subscriber connection (every channel resubscribed, every waiter \
-         woken) instead of following the moved channel"
+         woken) instead of following the moved channel: {after:?} after, {connections:?} before"
     );
     for g in short_held {
         g.unlock().await.unwrap();
