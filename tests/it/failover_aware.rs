@@ -26,7 +26,7 @@ use redis::Commands;
 use redisson_lock::{Client, Config};
 
 use crate::support::cluster::{
-    ask_failover, wait_until, Node, TestCluster, TestSentinel, MASTER_NAME,
+    ask_failover, lose_on_replica, wait_until, Node, TestCluster, TestSentinel, MASTER_NAME,
 };
 
 /// How soon after the switch the loss must be reported: generous for a loaded machine, far
@@ -93,20 +93,8 @@ async fn a_hold_the_new_master_lacks_is_lost_at_the_switch() {
     let guard = client.get_lock("fa-1").lock().await.unwrap();
 
     // The hold reaches the replica, then the replica alone loses it.
+    lose_on_replica(&s.master, &s.replica, redis::cmd("DEL").arg("fa-1"));
     let mut master = s.master.conn();
-    let _: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(&mut master)
-        .unwrap();
-    let mut replica = s.replica.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut replica)
-        .unwrap();
-    let _: i64 = replica.del("fa-1").unwrap();
     let on_master: bool = master.exists("fa-1").unwrap();
     assert!(on_master, "the master still has the hold");
 
@@ -197,17 +185,9 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
     let slot = cluster.keyslot("fa-c");
     let master = cluster.master_of(slot);
     let replica = replica_of(&cluster, master);
+    lose_on_replica(master, replica, &redis::cmd("FLUSHALL"));
     let mut m = master.conn();
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(5000).query(&mut m).unwrap();
-    let mut r = replica.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut r)
-        .unwrap();
-    let _: () = redis::cmd("FLUSHALL").query(&mut r).unwrap();
-    let on_replica: i64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    let on_replica: i64 = redis::cmd("DBSIZE").query(&mut replica.conn()).unwrap();
     assert_eq!(on_replica, 0, "the replica lost the hold");
     let on_master: bool = m.exists("fa-c").unwrap();
     assert!(on_master, "the master still has the hold");

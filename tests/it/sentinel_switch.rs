@@ -22,7 +22,9 @@ use redisson_lock::{Client, Config};
 
 use crate::failover_aware::sentinels_watched;
 use crate::require_tls;
-use crate::support::cluster::{ask_failover, wait_until, Node, TestSentinel, MASTER_NAME};
+use crate::support::cluster::{
+    ask_failover, lose_on_replica, wait_until, Node, TestSentinel, MASTER_NAME,
+};
 use crate::support::tls::Pki;
 
 /// The ACL user of the lagging sentinel on the data nodes: every command but `REPLICAOF`, no
@@ -194,20 +196,8 @@ async fn followed(set: &Set, config: Config) -> Client {
     // A hold on the master that the replica, the future master, lacks (a failover before
     // replication): the switch costs it, and awareness must say so.
     let guard = client.get_lock("sw-held").lock().await.unwrap();
+    lose_on_replica(&s.master, &s.replica, redis::cmd("DEL").arg("sw-held"));
     let mut master = s.master.conn();
-    let _: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(5000)
-        .query(&mut master)
-        .unwrap();
-    let mut replica = s.replica.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut replica)
-        .unwrap();
-    let _: i64 = replica.del("sw-held").unwrap();
     // The group may not convert the old master: it stays writable.
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")

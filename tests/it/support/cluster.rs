@@ -162,6 +162,25 @@ impl Drop for Node {
 }
 
 /// Polls a blocking condition every 50 ms until it holds or `within` passes.
+/// A failover before replication, played: waits for `master`'s writes to reach a replica
+/// (`WAIT 1`), then makes `replica` writable and runs `wipe` there, so the replica alone loses
+/// what it wipes (the future master lacks a hold the old one still has).
+pub fn lose_on_replica(master: &Node, replica: &Node, wipe: &redis::Cmd) {
+    let _: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut master.conn())
+        .unwrap();
+    let mut r = replica.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut r)
+        .unwrap();
+    let _: redis::Value = wipe.query(&mut r).unwrap();
+}
+
 pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
