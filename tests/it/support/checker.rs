@@ -88,17 +88,23 @@ pub const HOLDER_MAIN: &str = "io.redissonlock.peer.Holder";
 /// a small, quick-starting JVM.
 pub fn java_command(version: &str, main: Option<&str>) -> Command {
     let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
-    let mut cmd = Command::new("java");
+    let mut cmd = jvm("java");
+    match main {
+        None => cmd.arg("-jar").arg(&jar),
+        Some(class) => cmd.arg("-cp").arg(&jar).arg(class),
+    };
+    cmd
+}
+
+/// `java` with the flags of a small, quick-starting JVM.
+fn jvm(java: &str) -> Command {
+    let mut cmd = Command::new(java);
     cmd.args([
         "-XX:+UseSerialGC",
         "-XX:TieredStopAtLevel=1",
         "-Xss512k",
         "-Xmx256m",
     ]);
-    match main {
-        None => cmd.arg("-jar").arg(&jar),
-        Some(class) => cmd.arg("-cp").arg(&jar).arg(class),
-    };
     cmd
 }
 
@@ -108,19 +114,13 @@ pub fn java_command(version: &str, main: Option<&str>) -> Command {
 pub fn true_clock_java_command(version: &str) -> Option<Command> {
     let dir = peer_dir().join("trueclock");
     let java = std::fs::read_to_string(dir.join("java")).ok()?;
-    dir.join("TrueClock.class").exists().then_some(())?;
+    java_true_clock().then_some(())?;
     let jar = peer_dir().join(format!("redisson-peer-{version}.jar"));
-    let mut cmd = Command::new(java.trim());
-    cmd.args([
-        "-XX:+UseSerialGC",
-        "-XX:TieredStopAtLevel=1",
-        "-Xss512k",
-        "-Xmx256m",
-    ])
-    .arg("--enable-native-access=ALL-UNNAMED")
-    .arg("-cp")
-    .arg(format!("{}:{}", jar.display(), dir.display()))
-    .arg(HOLDER_MAIN);
+    let mut cmd = jvm(java.trim());
+    cmd.arg("--enable-native-access=ALL-UNNAMED")
+        .arg("-cp")
+        .arg(format!("{}:{}", jar.display(), dir.display()))
+        .arg(HOLDER_MAIN);
     Some(cmd)
 }
 
