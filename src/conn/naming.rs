@@ -76,9 +76,7 @@ impl Naming {
     /// Names the connection behind `conn` (every node of a cluster connection). A connection
     /// error leaves the name due; a refusal is logged once and ends the naming.
     pub(crate) async fn send(&self, conn: &mut impl ConnectionLike) {
-        let mut setname = redis::cmd("CLIENT");
-        setname.arg("SETNAME").arg(&self.name);
-        match conn.req_packed_command(&setname).await {
+        match conn.req_packed_command(&self.setname()).await {
             Ok(_) => {}
             Err(e) if may_reconnect(&e) => {
                 self.due.store(true, Ordering::Release);
@@ -97,6 +95,24 @@ impl Naming {
         for cmd in lib_info() {
             // Redis before 7.2 does not know CLIENT SETINFO: nothing to do about it.
             let _ = conn.req_packed_command(&cmd).await;
+        }
+    }
+}
+
+impl Naming {
+    fn setname(&self) -> Cmd {
+        let mut setname = redis::cmd("CLIENT");
+        setname.arg("SETNAME").arg(&self.name);
+        setname
+    }
+
+    /// Names a connection about to be dropped (the fail-fast probe at connect, `conn/open.rs`),
+    /// errors ignored. Its close reaches the server when it does, and till then `CLIENT LIST`
+    /// shows it: unnamed, it read as a client without a uuid, and `list --orphans` called a
+    /// dead holder's lock `unknown` (tests/it/connect.rs holds the close to see it).
+    pub(super) async fn probe(&self, conn: &mut impl ConnectionLike) {
+        if !self.refused.load(Ordering::Acquire) {
+            let _ = conn.req_packed_command(&self.setname()).await;
         }
     }
 }

@@ -35,7 +35,9 @@ impl Conn {
         };
         let naming = Arc::new(Naming::new(name).at(server));
         let kind = match config.topology() {
-            Topology::Single { .. } => Kind::Single(manager(endpoints.client()?, config).await?),
+            Topology::Single { .. } => {
+                Kind::Single(manager(endpoints.client()?, config, &naming).await?)
+            }
             Topology::Cluster { .. } => {
                 let fallback = cluster_connection(endpoints, config, None).await?;
                 let router = Router::new(
@@ -61,6 +63,7 @@ impl Conn {
                     changed: aware.then(|| Arc::new(tokio::sync::Notify::new())),
                     master_addr: parking_lot::Mutex::new(None),
                     watchers: parking_lot::Mutex::new(Vec::new()),
+                    naming: naming.clone(),
                 });
                 conn.manager().await?;
                 // The client follows `+switch-master` whatever the awareness: after a
@@ -128,10 +131,12 @@ fn node_config(config: &Config) -> ConnectionManagerConfig {
 pub(super) async fn manager(
     client: redis::Client,
     config: &Config,
+    naming: &Naming,
 ) -> Result<ConnectionManager, LockError> {
     let manager_config = node_config(config);
-    // The first connection fails fast: one connection timeout at most, no retries.
-    let first = tokio::time::timeout(
+    // The first connection fails fast: one connection timeout at most, no retries. Named
+    // before it goes (`Naming::probe`).
+    let mut first = tokio::time::timeout(
         config.connection_timeout(),
         client.get_multiplexed_async_connection(),
     )
@@ -140,6 +145,7 @@ pub(super) async fn manager(
         what: "connecting to Redis",
         waited: config.connection_timeout(),
     })??;
+    naming.probe(&mut first).await;
     drop(first);
     Ok(ConnectionManager::new_with_config(client, manager_config).await?)
 }

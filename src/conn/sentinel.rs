@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{Cmd, RedisError, RedisResult, Value};
 
+use super::naming::Naming;
 use super::open::manager;
 use super::sentinel_resolve::{addr_of, Resolver};
 use crate::config::Config;
@@ -39,6 +40,8 @@ pub(crate) struct SentinelConn {
     pub(super) master_addr: parking_lot::Mutex<Option<String>>,
     /// The `+switch-master` listeners, one per sentinel (aborted with the connection).
     pub(super) watchers: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The client's connection name (the connect probe is named too: `Naming::probe`).
+    pub(super) naming: Arc<Naming>,
 }
 
 impl Drop for SentinelConn {
@@ -78,10 +81,12 @@ impl SentinelConn {
     async fn open(&self, client: redis::Client) -> RedisResult<ConnectionManager> {
         let addr = client.get_connection_info().addr();
         let addr = addr_of(addr).unwrap_or_else(|| addr.to_string());
-        let m = manager(client, &self.config).await.map_err(|e| match e {
-            LockError::Redis(e) => e,
-            other => RedisError::from(std::io::Error::other(other.to_string())),
-        })?;
+        let m = manager(client, &self.config, &self.naming)
+            .await
+            .map_err(|e| match e {
+                LockError::Redis(e) => e,
+                other => RedisError::from(std::io::Error::other(other.to_string())),
+            })?;
         *self.current.write() = Some(m.clone());
         self.stale.store(false, Ordering::Release);
         self.resolved(addr);
@@ -263,6 +268,7 @@ mod tests {
             changed: aware.then(|| Arc::new(Notify::new())),
             master_addr: parking_lot::Mutex::new(None),
             watchers: parking_lot::Mutex::new(Vec::new()),
+            naming: Arc::new(Naming::new("test".into())),
         }
     }
 

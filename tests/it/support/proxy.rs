@@ -14,6 +14,10 @@
 //! swallowed and the connection closed: the request ran, the client cannot know (the
 //! ambiguous-outcome case).
 //!
+//! [`Proxy::hold_closes`] keeps the server's side of each connection open after its client
+//! closes it (until the proxy is dropped): a connection a client drops stays in `CLIENT LIST`
+//! as the server last saw it, as it does for a while when the close reaches the server late.
+//!
 //! Each connection is two pump tasks; state is one `watch` channel plus the trap. Every task
 //! ends when the proxy is dropped.
 
@@ -44,6 +48,9 @@ struct State {
     fired_notify: Notify,
     accepted: AtomicU64,
     refused: AtomicU64,
+    hold_closes: std::sync::atomic::AtomicBool,
+    /// `ip:port` of the proxy's end of each server connection, as `CLIENT LIST` shows it.
+    upstream: Mutex<Vec<String>>,
 }
 
 /// A running proxy to `127.0.0.1:<upstream>`.
@@ -65,6 +72,8 @@ impl Proxy {
             fired_notify: Notify::new(),
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            hold_closes: Default::default(),
+            upstream: Mutex::new(Vec::new()),
         });
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -88,6 +97,9 @@ impl Proxy {
                     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
+                    if let Ok(addr) = server.local_addr() {
+                        st.upstream.lock().unwrap().push(addr.to_string());
+                    }
                     connection(st, client, server).await;
                 }));
             }
@@ -133,6 +145,18 @@ impl Proxy {
             }
         };
         tokio::time::timeout(within, wait).await.is_ok()
+    }
+
+    /// From now on, a connection its client closes stays open on the server's side until the
+    /// proxy is dropped.
+    pub fn hold_closes(&self) {
+        self.state.hold_closes.store(true, Ordering::SeqCst);
+    }
+
+    /// The server's view of every connection made through the proxy: `ip:port` as the `addr`
+    /// of `CLIENT LIST`.
+    pub fn upstream_addrs(&self) -> Vec<String> {
+        self.state.upstream.lock().unwrap().clone()
     }
 
     /// Connections accepted so far (reconnects show up here).
@@ -194,6 +218,11 @@ async fn pump(
             }
             tokio::select! {
                 r = from.read(&mut buf) => match r {
+                    // The client closed: the server hears of it now, or (held) at the end.
+                    Ok(0) if trap_tx.is_some() && state.hold_closes.load(Ordering::SeqCst) => {
+                        swallow_wait(&mut modes).await;
+                        return;
+                    }
                     Ok(0) | Err(_) => return,
                     Ok(n) => break n,
                 },
