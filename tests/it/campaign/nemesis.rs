@@ -18,6 +18,9 @@ use crate::support::*;
 pub const LEASE_MS: u64 = 1500;
 pub const HOLD_MS: u64 = 2000;
 
+/// How long a holder may take to start and connect (a JVM with Redisson, on a loaded machine).
+const STARTUP: Duration = Duration::from_secs(60);
+
 /// A clock-skewed holder's fixed lease and hold (holder time): inside the model (1 % fast) the
 /// hold ends well inside the lease on any clock; outside it (x0.8) the hold outlasts the lease by
 /// 250 ms of true time while the holder's clock says it has 200 ms left.
@@ -49,7 +52,7 @@ pub async fn run_round(round: &Round, brk: Break) -> RoundOutcome {
     if round.kind == Kind::RedLock {
         spec.urls = servers.iter().map(|n| n.url()).collect();
     }
-    let mut fleet = Fleet::start(round, spec, &store, brk);
+    let mut fleet = Fleet::start(round, spec, &store, brk).await;
 
     let end = Instant::now() + Duration::from_secs(round.secs);
     while Instant::now() < end {
@@ -184,14 +187,20 @@ pub struct Fleet {
     /// The clock-skewed holder: its pid and when it started.
     skewed: Option<(u32, u64)>,
     faultless: bool,
+    /// How long the first holders took to say `started`; those that never did, and why.
+    startup: Duration,
+    unstarted: Vec<String>,
     counts: HashMap<&'static str, u32>,
     faults: Vec<Fault>,
 }
 
 impl Fleet {
     /// Starts the round's holders of `spec` (its lock, kind and URLs set) with the common
-    /// settings: watchdog leases shorter than each hold, the counter on `store`.
-    fn start(round: &Round, mut spec: HolderSpec, store: &TestServer, brk: Break) -> Fleet {
+    /// settings: watchdog leases shorter than each hold, the counter on `store`; returns once
+    /// each has said `started` (connected), so that the round's seconds are the holders'.
+    /// Four JVMs starting Redisson beside a loaded suite took more than a 7 s round: 0 holds,
+    /// "no progress", in CI. One that never starts is left to the round's progress check.
+    async fn start(round: &Round, mut spec: HolderSpec, store: &TestServer, brk: Break) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let stop_file = dir.path().join("stop");
         spec.store = Some(store.url());
@@ -218,6 +227,8 @@ impl Fleet {
             langs: HashMap::new(),
             skewed: None,
             faultless: true,
+            startup: Duration::ZERO,
+            unstarted: Vec::new(),
             counts: HashMap::new(),
             faults: Vec::new(),
         };
@@ -225,6 +236,16 @@ impl Fleet {
             let h = fleet.spawn(i as u64 * 3);
             fleet.live.push(h);
         }
+        let began = Instant::now();
+        for h in &fleet.live {
+            if !h.wait_for("started", 1, STARTUP).await {
+                let events = h.events();
+                let error = events.iter().rev().find(|e| e.kind == "error");
+                let why = error.map_or("no error line".into(), |e| format!("{:?}", e.fields));
+                fleet.unstarted.push(format!("holder {}: {why}", h.pid()));
+            }
+        }
+        fleet.startup = began.elapsed();
         fleet
     }
 
@@ -366,6 +387,19 @@ impl Fleet {
             outcome.violations.push(
                 "libfaketime missing (apt-get install faketime): the clock was not skewed".into(),
             );
+        }
+        if !self.unstarted.is_empty() {
+            let secs = STARTUP.as_secs();
+            let who = self.unstarted.join("; ");
+            outcome
+                .violations
+                .push(format!("not started within {secs} s: {who}"));
+        }
+        if self.startup > Duration::from_secs(5) {
+            let secs = self.startup.as_secs_f64();
+            outcome
+                .notes
+                .push(format!("the holders took {secs:.1} s to start"));
         }
         if self.brk != Break::None {
             outcome.notes.push(format!("break: {:?}", self.brk));
