@@ -370,7 +370,7 @@ pub struct Hold {
 }
 
 impl Hold {
-    fn end_or(&self, open_end: u64) -> u64 {
+    pub fn end_or(&self, open_end: u64) -> u64 {
         self.end.unwrap_or(open_end)
     }
 }
