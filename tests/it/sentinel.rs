@@ -8,12 +8,17 @@ use crate::support::{finished, held_for_a_minute, subscribed};
 use redis::Commands;
 use redisson_lock::{Client, Config};
 
+/// A client that rides out a failover. With three tries (some 300 ms of pauses) the waiter's
+/// `lock()` once returned `Connection refused` during the failover under load (two busy loops
+/// beside the suite, Valkey), as Redisson's `lock()` throws after its retries: a waiter woken
+/// once its subscriber reached the promoted replica still needs its command connection to
+/// resolve the new master, with 1 s timeouts on loaded sentinels. Eight tries pause about 7 s.
 async fn client(s: &TestSentinel) -> Client {
     Client::with_config(
         Config::sentinel(s.sentinel_urls(), MASTER_NAME)
             .with_response_timeout(Duration::from_secs(1))
             .with_connection_timeout(Duration::from_secs(1))
-            .with_retry_attempts(3),
+            .with_retry_attempts(8),
     )
     .await
     .expect("client through sentinels")

@@ -393,7 +393,9 @@ public final class Holder {
                     line("error", "op", "connect", "msg", oneLine(e));
                     return 2;
                 }
-                line("error", "op", "connect", "msg", oneLine(e));
+                // Tried again: not an error of the run (a JVM on a loaded machine may time out
+                // its first connect), but on the record.
+                line("connect-retry", "msg", oneLine(e));
                 sleep(200);
             }
         }
