@@ -280,20 +280,35 @@ async fn every_cluster_node_sees_the_named_connections() {
     let other = Client::with_config(config()).await.unwrap();
     open_subscriber(&client, &other, "names:cluster").await;
     let name = format!("pods:{}", client.id());
-    // Each node: the command connection's and the subscriber's connection to it.
+    // Each node: the command connection's connection to it, named. The subscriber's cluster
+    // connection reaches the node of the channel's slot at least (redis-rs opens the others at
+    // start when it can: under load one was missing, and is opened when first needed).
     for node in &cluster.nodes {
         let mut raw = node.conn();
         assert!(
             eventually(std::time::Duration::from_secs(10), || {
                 let found = named(&client_list(&mut raw), &name);
-                async move { found.len() >= 2 }
+                async move { !found.is_empty() }
             })
             .await,
-            "{name} twice on node {}: {:?}",
+            "{name} on node {}: {:?}",
             node.port,
             client_list(&mut raw)
         );
     }
+    let subscriber = |c: &std::collections::HashMap<String, String>| {
+        c.get("cmd").is_some_and(|cmd| cmd.contains("subscribe"))
+    };
+    let subscribed: Vec<_> = cluster
+        .nodes
+        .iter()
+        .flat_map(|node| client_list(&mut node.conn()))
+        .filter(subscriber)
+        .collect();
+    assert!(
+        subscribed.iter().any(|c| c["name"] == name),
+        "the subscriber, named {name}: {subscribed:?}"
+    );
 }
 
 /// No connection a client opens is ever unnamed on the server, not even one it drops: a
