@@ -176,6 +176,9 @@ async fn mixed_fleet(
     fleet: Fleet,
     iterations: u64,
 ) -> (Report, Vec<bool>) {
+    // Built (when it must be) before any holder starts: Java holders spawned first gave up
+    // (0 holds each, their time out) while the Rust holder's binary compiled.
+    holder_bin();
     let server = TestServer::start();
     let dir = tempfile::tempdir().unwrap();
     let client = server.client().await;
@@ -198,10 +201,10 @@ async fn mixed_fleet(
         }
         holders.push(h);
     }
-    assert!(
-        eventually(BOUND, || parked(&server, lock, gate_kind, fleet.len())).await,
-        "not every holder waited behind the gate"
-    );
+    if !eventually(BOUND, || parked(&server, lock, gate_kind, fleet.len())).await {
+        let seen: Vec<_> = holders.iter().map(|h| (h.pid(), h.events())).collect();
+        panic!("not every holder waited behind the gate: {seen:?}");
+    }
     gate.open().await;
     for (h, (lang, kind)) in holders.iter_mut().zip(&fleet) {
         assert!(h.wait(BOUND).await, "{lang:?} {kind} holder failed");
