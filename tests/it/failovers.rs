@@ -678,11 +678,12 @@ pub async fn sentinel_round(
                 Duration::from_secs(10),
                 || replica_in_sync(replica),
                 || {
-                    let mut c = replica.conn();
-                    let _: redis::RedisResult<()> = redis::cmd("REPLICAOF")
-                        .arg("127.0.0.1")
-                        .arg(master_port)
-                        .query(&mut c);
+                    if let Ok(mut c) = replica.try_conn() {
+                        let _: redis::RedisResult<()> = redis::cmd("REPLICAOF")
+                            .arg("127.0.0.1")
+                            .arg(master_port)
+                            .query(&mut c);
+                    }
                 },
             );
             assert!(synced, "the replica syncs before the {kind}");

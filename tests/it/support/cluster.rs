@@ -102,9 +102,14 @@ impl Node {
 
     /// `INFO <section>` of this node (empty when it does not answer).
     pub fn info(&self, section: &str) -> String {
+        // A node that refuses connections (restarted, not listening yet) does not answer: it
+        // panicked here, mid failover round, under two busy loops.
+        let Ok(mut c) = self.try_conn() else {
+            return String::new();
+        };
         redis::cmd("INFO")
             .arg(section)
-            .query(&mut self.conn())
+            .query(&mut c)
             .unwrap_or_default()
     }
 
