@@ -223,11 +223,29 @@ impl TestCluster {
         TestCluster::start_on(valkey9_server_bin(), replicas, |_| Vec::new())
     }
 
+    /// Starts the nodes and joins them. A `--cluster create` that fails (seen once in a
+    /// ci_slice under two busy loops, its output then unseen) is said on stderr with its
+    /// output, and the whole start is done once more on fresh nodes and ports.
     fn start_on(
         bin: String,
         replicas: usize,
         mut extra: impl FnMut(usize) -> Vec<String>,
     ) -> TestCluster {
+        match TestCluster::try_start_on(bin.clone(), replicas, &mut extra) {
+            Ok(cluster) => cluster,
+            Err(why) => {
+                eprintln!("cluster: --cluster create failed, starting again: {why}");
+                TestCluster::try_start_on(bin, replicas, &mut extra)
+                    .unwrap_or_else(|why| panic!("--cluster create failed twice: {why}"))
+            }
+        }
+    }
+
+    fn try_start_on(
+        bin: String,
+        replicas: usize,
+        extra: &mut impl FnMut(usize) -> Vec<String>,
+    ) -> Result<TestCluster, String> {
         let count = 3 * (1 + replicas);
         let nodes: Vec<Node> = (0..count)
             .map(|i| {
@@ -264,18 +282,21 @@ impl TestCluster {
             .arg("--cluster-replicas")
             .arg(replicas.to_string())
             .arg("--cluster-yes")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let status = create
-            .status()
+            .stdin(Stdio::null());
+        let out = create
+            .output()
             .unwrap_or_else(|e| panic!("{cli} --cluster create: {e}"));
-        assert!(status.success(), "{cli} --cluster create failed");
+        if !out.status.success() {
+            let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            return Err(format!("{cli}: {}", tail.join(" | ")));
+        }
         let cluster = TestCluster { nodes };
         assert!(
             wait_until(Duration::from_secs(30), || cluster.is_ok(replicas)),
             "cluster did not reach state ok"
         );
-        cluster
+        Ok(cluster)
     }
 
     /// Every node reports `cluster_state:ok` and agrees on the replica count.
