@@ -870,3 +870,41 @@ fn a_stale_write_is_a_lower_token_accepted_from_a_clearly_later_grant() {
     assert_eq!(stale_accepted(&report(1010 * ms)), 0, "10 ms apart");
     assert_eq!(stale_accepted(&report(2500 * ms)), 1, "1.5 s apart");
 }
+
+/// A lost hold whose start line came 5 ms after a stop of its own holder is the stop's (the
+/// grant came during it: CI, a Redisson reader, Valkey); after a stop of the server, or of
+/// another holder, or 2 s after its own, it is not.
+#[test]
+fn a_grant_taken_while_its_holder_was_stopped_is_explained_by_the_stop() {
+    let ms = 1_000_000;
+    let stop = |target| Fault {
+        kind: "long stop",
+        target,
+        start: 1000 * ms,
+        end: 3200 * ms,
+        can_lose: true,
+    };
+    let lost = |start: u64, faults: Vec<Fault>| {
+        let report = Report {
+            holds: vec![lost_hold(7, start, start + 2000 * ms, 0)],
+            ..Report::default()
+        };
+        report.unexplained_lost(&faults).len()
+    };
+    assert_eq!(
+        lost(3205 * ms, vec![stop(Some(7))]),
+        0,
+        "5 ms after its own stop"
+    );
+    assert_eq!(lost(3205 * ms, vec![stop(None)]), 1, "after a server stop");
+    assert_eq!(
+        lost(3205 * ms, vec![stop(Some(8))]),
+        1,
+        "after another's stop"
+    );
+    assert_eq!(
+        lost(5205 * ms, vec![stop(Some(7))]),
+        1,
+        "2 s after its own stop"
+    );
+}
