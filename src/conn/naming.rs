@@ -97,9 +97,7 @@ impl Naming {
             let _ = conn.req_packed_command(&cmd).await;
         }
     }
-}
 
-impl Naming {
     fn setname(&self) -> Cmd {
         let mut setname = redis::cmd("CLIENT");
         setname.arg("SETNAME").arg(&self.name);

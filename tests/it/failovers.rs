@@ -377,13 +377,7 @@ fn replica_in_sync(node: &Node) -> bool {
 
 /// Makes `node` writable (it is a replica) and runs `wipe` on it.
 fn wipe(node: &Node, what: &mut redis::Cmd) -> u64 {
-    let mut c = node.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("replica-read-only")
-        .arg("no")
-        .query(&mut c)
-        .unwrap();
+    let mut c = crate::support::cluster::writable(node);
     let _: redis::Value = what.query(&mut c).unwrap();
     let at = mono_ns();
     // Read-only again: a demoted master must refuse the writes of clients that did not follow.

@@ -176,14 +176,19 @@ pub fn lose_on_replica(master: &Node, replica: &Node, wipe: &redis::Cmd) {
         .arg(5000)
         .query(&mut master.conn())
         .unwrap();
-    let mut r = replica.conn();
+    let _: redis::Value = wipe.query(&mut writable(replica)).unwrap();
+}
+
+/// A connection to `replica` made writable (`replica-read-only no`).
+pub fn writable(replica: &Node) -> redis::Connection {
+    let mut c = replica.conn();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("replica-read-only")
         .arg("no")
-        .query(&mut r)
+        .query(&mut c)
         .unwrap();
-    let _: redis::Value = wipe.query(&mut r).unwrap();
+    c
 }
 
 pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
