@@ -329,8 +329,8 @@ impl Batcher {
         let mut reply = server_error(conn.send_parts(&cmd, slot, synced).await);
         if matches!(&reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)) {
             // Not run: load the batch script (after SCRIPT FLUSH or a restart) and send again.
-            reply = match scripts::BATCH.prepare_invoke().load_async(&mut conn).await {
-                Ok(_) => server_error(conn.send_parts(&cmd, slot, synced).await),
+            reply = match conn.load_script(&scripts::BATCH, slot).await {
+                Ok(()) => server_error(conn.send_parts(&cmd, slot, synced).await),
                 Err(e) => Err(e),
             };
         }

@@ -230,6 +230,37 @@ impl Router {
         reply
     }
 
+    /// A command that is not a script (a read, a user's own) through redis-rs's connection,
+    /// whose redirections this router follows (redis-rs retries nothing here, `open.rs`): a
+    /// redirected command did not run, and a read after a failover or a reshard must not fail
+    /// for it while redis-rs's own map catches up.
+    pub(crate) async fn send_any(self: &Arc<Self>, cmd: &Cmd) -> RedisResult<Value> {
+        let reply = self.fallback.clone().req_packed_command(cmd).await;
+        let Err(e) = &reply else { return reply };
+        let Some((slot, (host, port))) = e
+            .redirect_node()
+            .and_then(|(a, slot)| Some((slot, split_addr(a)?)))
+        else {
+            return reply;
+        };
+        self.redirects.fetch_add(1, Ordering::Relaxed);
+        let asking = if is_kind(e, ServerErrorKind::Ask) {
+            Some(self.map.node_at(&host, port))
+        } else {
+            self.map.point(slot, &host, port);
+            self.stale();
+            None
+        };
+        match self.to_slot_from(slot, Load::One(cmd), asking).await {
+            Some(r) => lift(r.and_then(|mut replies| {
+                replies
+                    .pop()
+                    .ok_or_else(|| super::protocol_error("a node's reply is missing"))
+            })),
+            None => reply,
+        }
+    }
+
     /// A script to the master of `slot`, following `MOVED` and `ASK`.
     pub(crate) async fn send_to_slot(self: &Arc<Self>, slot: u16, cmd: &Cmd) -> RedisResult<Value> {
         match self.to_slot(slot, Load::One(cmd)).await {
@@ -270,7 +301,16 @@ impl Router {
         slot: u16,
         load: Load<'_>,
     ) -> Option<RedisResult<Vec<Value>>> {
-        let mut asking: Option<Arc<Node>> = None;
+        self.to_slot_from(slot, load, None).await
+    }
+
+    /// [`Router::to_slot`], first to `asking` after `ASKING` when given.
+    async fn to_slot_from(
+        self: &Arc<Self>,
+        slot: u16,
+        load: Load<'_>,
+        mut asking: Option<Arc<Node>>,
+    ) -> Option<RedisResult<Vec<Value>>> {
         for _ in 0..REDIRECTS {
             let ask = asking.is_some();
             let node = asking.take().or_else(|| self.map.node(slot))?;

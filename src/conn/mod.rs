@@ -218,6 +218,10 @@ impl Peer for Conn {
     fn send_call<'a>(&'a mut self, call: &'a Call) -> RedisFuture<'a, Value> {
         Box::pin(self.run(call))
     }
+
+    fn load<'a>(&'a mut self, call: &'a Call) -> RedisFuture<'a, ()> {
+        Box::pin(self.load_script(call.script(), call.slot()))
+    }
 }
 
 impl ConnectionLike for Conn {

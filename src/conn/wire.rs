@@ -4,7 +4,7 @@
 //! names. The bottom of the send path: everything above comes down through here.
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisFuture, RedisResult, Value};
+use redis::{Cmd, RedisFuture, RedisResult, Script, Value};
 
 use super::{protocol_error, Conn, Kind};
 
@@ -23,9 +23,22 @@ impl Conn {
         match (&mut self.kind, slot) {
             (Kind::Single(c), _) => c.req_packed_command(cmd).await,
             (Kind::Cluster(r), Some(slot)) => r.send_to_slot(slot, cmd).await,
-            (Kind::Cluster(r), None) => r.fallback().req_packed_command(cmd).await,
+            (Kind::Cluster(r), None) => r.send_any(cmd).await,
             (Kind::Sentinel(s), _) => s.clone().request(cmd).await,
         }
+    }
+
+    /// Loads `script` (`SCRIPT LOAD`, after a `NOSCRIPT`) where its call on `slot` went: on a
+    /// cluster, the master of the slot as the router knows it. redis-rs sends `SCRIPT LOAD` to
+    /// every master of its own slot map, which after a failover can still name the dead master
+    /// (every load fails) or the demoted one (the load lands on a replica), while the script
+    /// goes to the promoted master again and again.
+    pub(super) async fn load_script(
+        &mut self,
+        script: &Script,
+        slot: Option<u16>,
+    ) -> RedisResult<()> {
+        script.load_async(&mut OnSlot(self, slot)).await.map(drop)
     }
 
     /// Sends the connection's name when it is due (`conn/naming.rs`).
@@ -57,6 +70,33 @@ impl Conn {
         };
         self.naming.after(&r);
         r
+    }
+}
+
+/// A handle whose one command (a `SCRIPT LOAD`) goes where a script on the slot would go.
+struct OnSlot<'a>(&'a mut Conn, Option<u16>);
+
+impl ConnectionLike for OnSlot<'_> {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            match (&self.0.kind, self.1) {
+                (Kind::Cluster(r), Some(slot)) => r.clone().on_master(slot, cmd).await,
+                _ => self.0.raw(cmd, None).await,
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        _pipeline: &'a redis::Pipeline,
+        _offset: usize,
+        _count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async { Err(protocol_error("no pipelines while loading a script")) })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }
 

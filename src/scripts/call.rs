@@ -20,6 +20,9 @@ pub(crate) trait Peer {
     /// Sends `call`'s command, routed by what the call knows (its script, keys and slot): the
     /// typed way into the connection, which never reads the command's bytes back.
     fn send_call<'a>(&'a mut self, call: &'a Call) -> RedisFuture<'a, Value>;
+
+    /// Loads `call`'s script (after a `NOSCRIPT`) where `call` goes.
+    fn load<'a>(&'a mut self, call: &'a Call) -> RedisFuture<'a, ()>;
 }
 
 /// A prepared `EVALSHA <sha> <numkeys> KEYS... ARGV...`; sent by SHA and, on `NOSCRIPT` (after
@@ -84,7 +87,7 @@ impl Call {
                 Err(e)
                     if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
                 {
-                    self.script.load_async(con).await?;
+                    con.load(self).await?;
                     self.send(con).await
                 }
                 reply => reply,
@@ -102,6 +105,11 @@ impl Call {
     async fn send<T: FromRedisValue>(&self, con: &mut impl Peer) -> RedisResult<T> {
         let reply = con.send_call(self).await?;
         Ok(redis::from_redis_value(reply.extract_error()?)?)
+    }
+
+    /// The script called.
+    pub(crate) fn script(&self) -> &'static Script {
+        self.script
     }
 
     /// The command as it goes on the wire.

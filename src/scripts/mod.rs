@@ -1,8 +1,9 @@
 //! The Lua scripts in `lua/`, hashed once and called through typed functions so that the KEYS
 //! and ARGV order of each script is written down in exactly one place.
 //!
-//! Scripts run by `EVALSHA`; on `NOSCRIPT` (after `SCRIPT FLUSH` or a restart) redis-rs loads
-//! the script and retries once, which is safe because the script never ran.
+//! Scripts run by `EVALSHA`; on `NOSCRIPT` (after `SCRIPT FLUSH`, a restart or a failover to a
+//! replica that never loaded it) the script is loaded where the call went and sent once more
+//! (`call.rs`), which is safe because the script never ran.
 
 use std::sync::LazyLock;
 

@@ -48,9 +48,13 @@ fn master_port(node: &Node, slot: u16) -> Option<u16> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
     let cluster = TestCluster::start(1);
+    // Failover awareness off: its slot map watch (a `CLUSTER SLOTS` every 500 ms) would learn
+    // of the reshard below before the lock script is sent (under load, between the move and
+    // the lock), and no `MOVED` would come back; the router must follow them on its own.
     let client = Client::with_config(
         Config::cluster(cluster.urls())
             .with_batching(true)
+            .with_failover_awareness(false)
             .with_response_timeout(Duration::from_secs(2))
             .with_connection_timeout(Duration::from_secs(1)),
     )
@@ -197,5 +201,44 @@ async fn scripts_follow_moved_ask_and_failover_and_batch_per_master() {
     assert_ne!(now, old);
     let master = cluster.nodes.iter().find(|n| n.port == now).unwrap();
     assert!(on(master, name), "the lock is on the promoted master");
+    guard.unlock().await.unwrap();
+}
+
+/// A coordinated failover (`CLUSTER FAILOVER` on a replica: the old master becomes its
+/// replica) promotes a node that never loaded the lock scripts: the first script there gets
+/// `NOSCRIPT`, and the load must go to that node. Awareness off, so nothing but the script's
+/// own `MOVED` tells the client (redis-rs's slot map, by which it would route `SCRIPT LOAD`
+/// to every master, still names the demoted node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_replica_gets_the_scripts_it_never_loaded() {
+    let cluster = TestCluster::start(1);
+    let client = Client::with_config(
+        Config::cluster(cluster.urls())
+            .with_failover_awareness(false)
+            .with_replica_sync(None),
+    )
+    .await
+    .expect("cluster client");
+    let name = "route-promoted";
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let s = cluster.keyslot(name);
+    let replica = cluster.replica_of(cluster.master_of(s));
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut replica.conn())
+        .unwrap();
+    let promoted = wait_until(Duration::from_secs(30), || {
+        cluster.master_of(s).port == replica.port
+    });
+    assert!(promoted, "the replica took over slot {s}");
+
+    let guard = lock
+        .try_lock()
+        .await
+        .expect("the script runs on the promoted master");
+    let guard = guard.expect("the lock is free");
+    assert!(on(replica, name), "the lock is on the promoted master");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
     guard.unlock().await.unwrap();
 }

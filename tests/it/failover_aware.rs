@@ -26,7 +26,7 @@ use redis::Commands;
 use redisson_lock::{Client, Config};
 
 use crate::support::cluster::{
-    ask_failover, lose_on_replica, wait_until, Node, TestCluster, TestSentinel, MASTER_NAME,
+    ask_failover, lose_on_replica, wait_until, TestCluster, TestSentinel, MASTER_NAME,
 };
 
 /// How soon after the switch the loss must be reported: generous for a loaded machine, far
@@ -152,18 +152,6 @@ fn slots_polls(cluster: &TestCluster) -> u64 {
         .sum()
 }
 
-/// The replica of `master` (by its `INFO replication`).
-fn replica_of<'a>(cluster: &'a TestCluster, master: &Node) -> &'a Node {
-    let info = master.info("replication");
-    let port: u16 = info
-        .lines()
-        .find(|l| l.starts_with("slave0:"))
-        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no replica in {info}"));
-    cluster.nodes.iter().find(|n| n.port == port).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
     let cluster = TestCluster::start(1);
@@ -184,7 +172,7 @@ async fn a_hold_the_new_cluster_master_lacks_is_lost_at_the_switch() {
     // The hold reaches the replica, then the replica alone loses it.
     let slot = cluster.keyslot("fa-c");
     let master = cluster.master_of(slot);
-    let replica = replica_of(&cluster, master);
+    let replica = cluster.replica_of(master);
     lose_on_replica(master, replica, &redis::cmd("FLUSHALL"));
     let mut m = master.conn();
     let on_replica: i64 = redis::cmd("DBSIZE").query(&mut replica.conn()).unwrap();

@@ -349,6 +349,18 @@ impl TestCluster {
         self.master_seen_by(&self.nodes[0], slot)
     }
 
+    /// The replica of `master` (by its `INFO replication`).
+    pub fn replica_of(&self, master: &Node) -> &Node {
+        let info = master.info("replication");
+        let port: u16 = info
+            .lines()
+            .find(|l| l.starts_with("slave0:"))
+            .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no replica in {info}"));
+        self.nodes.iter().find(|n| n.port == port).unwrap()
+    }
+
     /// The node that `seen_by`'s `CLUSTER SLOTS` names as `slot`'s master.
     fn master_seen_by(&self, seen_by: &Node, slot: u16) -> &Node {
         let mut c = seen_by.conn();

@@ -56,8 +56,25 @@ fn valkey_bin(version: &str, name: &str) -> String {
     path
 }
 
+/// With `RUST_LOG` set (`scripts/repeat-suite` sets it), the crate's tracing events go to the
+/// test's captured output: printed with a failing test, dropped with a passing one. Installed
+/// once, by the first test that starts a server.
+fn test_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .with_ansi(false)
+                .try_init();
+        }
+    });
+}
+
 /// The server binary the harness starts (data nodes and sentinels).
 pub fn redis_server_bin() -> String {
+    test_logs();
     match std::env::var("REDIS_SERVER_BIN") {
         Ok(bin) if !bin.is_empty() => bin,
         _ => match wanted_valkey() {
