@@ -141,6 +141,9 @@ pub struct FailoverOutcome {
 
 /// The fault kinds of each topology.
 pub const SENTINEL_FAULTS: [&str; 2] = ["sentinel-kill", "sentinel-failover"];
+/// The locks' slot moved to another master by Valkey 9's atomic slot migration (the campaign's
+/// slot migration class): not a switch, nothing wiped, no hold may be lost.
+pub const MIGRATE: &str = "cluster-migrate";
 pub const CLUSTER_FAULTS: [&str; 4] = [
     "cluster-failover",
     "cluster-force",
@@ -650,7 +653,9 @@ pub async fn sentinel_round(
         let mut master_is_replica_node = false;
         let mut last_failover: Option<Instant> = None;
         // Which groups without replica sync a switch has hit (those with it count as hit).
-        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync).collect();
+        // A group is "hit" once a switch cost it a hold; migrations cost none by design.
+        let migrations = plan.iter().all(|&k| k == MIGRATE);
+        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync || migrations).collect();
         let mut kinds = plan.clone();
         let mut k = 0;
         while k < kinds.len() {
@@ -847,7 +852,10 @@ pub async fn cluster_round(
     );
     let plan = plan.to_vec();
     round(seed, groups, move |groups, store_url, dir| {
-        let mut cluster = TestCluster::start(1);
+        let mut cluster = match plan.contains(&MIGRATE) {
+            true => TestCluster::start_valkey9(1),
+            false => TestCluster::start(1),
+        };
         let mut rng = StdRng::seed_from_u64(seed);
         let slot = cluster.keyslot(&groups[0].lock);
         assert!(
@@ -865,13 +873,40 @@ pub async fn cluster_round(
         let paths = fleet.paths();
         let mut faults = Vec::new();
         let mut wiped = Vec::new();
-        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync).collect();
+        // A group is "hit" once a switch cost it a hold; migrations cost none by design.
+        let migrations = plan.iter().all(|&k| k == MIGRATE);
+        let mut hit: Vec<bool> = groups.iter().map(|g| g.sync || migrations).collect();
         let mut kinds = plan.clone();
         let mut k = 0;
         while k < kinds.len() {
             let kind = kinds[k];
             k += 1;
             fleet.wait_held(kind);
+            if kind == MIGRATE {
+                wait_fresh_holds(&fleet, kind);
+                let start = mono_ns();
+                let to = cluster.migrate_slot_atomically(slot);
+                let fault = Fault::new(kind, None, start, false);
+                eprintln!(
+                    "failovers: slot {slot} migrated to {to} in {} ms",
+                    (fault.end - start) / 1_000_000
+                );
+                let at = fault.end;
+                faults.push(fault);
+                wiped.push(0);
+                // The next migration moves a hold taken after this one (by a waiter woken on
+                // the new owner), not the same hold again.
+                let (groups, of_group) = (&fleet.groups, |g: &GroupSpec| fleet.of_group(g));
+                wait_until(Duration::from_secs(30), || {
+                    groups
+                        .iter()
+                        .all(|g| acquired_since(&of_group(g), &g.lock, at))
+                });
+                m = cluster.nodes.iter().position(|n| n.port == to).unwrap();
+                let rp = replica_port(&cluster.nodes[m]);
+                r = cluster.nodes.iter().position(|n| n.port == rp).unwrap();
+                continue;
+            }
             let master_id = node_id(&cluster.nodes[m]);
             let synced = drive_until(
                 Duration::from_secs(60),
@@ -1061,7 +1096,17 @@ pub fn round_violations(label: &str, out: &FailoverOutcome) -> Vec<String> {
         if r.holds.len() < 2 {
             v.push(format!("{ctx}: progress: {} holds", r.holds.len()));
         }
-        if !g.spec.sync && g.affected.is_empty() {
+        // Migrations cost no hold: the round proves something only if one moved a hold.
+        let migrations = out.faults.iter().all(|f| f.kind == MIGRATE);
+        let spanned = |f: &Fault| {
+            r.holds
+                .iter()
+                .any(|h| h.start < f.start && h.end_or(u64::MAX) > f.end)
+        };
+        if migrations && !out.faults.iter().any(spanned) {
+            v.push(format!("{ctx}: no migration moved a hold"));
+        }
+        if !migrations && !g.spec.sync && g.affected.is_empty() {
             v.push(format!("{ctx}: the switches hit no hold"));
         }
         if g.spec.aware {

@@ -32,7 +32,7 @@ pub async fn run_round(round: &Round, brk: Break) -> RoundOutcome {
     // The classes that bring their own topology run their whole round in one function.
     match round.class() {
         FaultClass::Partition => return partition(round, brk).await,
-        FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
+        FaultClass::SentinelFailover | FaultClass::ClusterFailover | FaultClass::SlotMigration => {
             return failover(round, brk).await
         }
         _ => {}
@@ -113,9 +113,10 @@ async fn inject(
         // A clock is set when its holder starts; the round's pacing goes on meanwhile.
         FaultClass::Clock(_) => fleet.count(FaultClass::Idle),
         // Whole rounds of their own (see `run_round`), never drawn inside another.
-        FaultClass::Partition | FaultClass::SentinelFailover | FaultClass::ClusterFailover => {
-            fleet.count(FaultClass::Idle)
-        }
+        FaultClass::Partition
+        | FaultClass::SentinelFailover
+        | FaultClass::ClusterFailover
+        | FaultClass::SlotMigration => fleet.count(FaultClass::Idle),
     }
 }
 
@@ -459,9 +460,10 @@ async fn partition(round: &Round, brk: Break) -> RoundOutcome {
 /// third group with replica sync on (its holds must survive every switch). On a cluster the
 /// groups share one replica sync setting, drawn (on for a third of the rounds). Sentinel: both
 /// faults (`SENTINEL FAILOVER`, the master killed) in a seeded order; Cluster: two of the four
-/// (`CLUSTER FAILOVER`, `FORCE`, `TAKEOVER`, the master killed), drawn.
+/// (`CLUSTER FAILOVER`, `FORCE`, `TAKEOVER`, the master killed), drawn. A slot migration
+/// round is a Cluster round whose two faults are atomic slot migrations.
 async fn failover(round: &Round, brk: Break) -> RoundOutcome {
-    use crate::failovers::{self, GroupSpec, CLUSTER_FAULTS, SENTINEL_FAULTS};
+    use crate::failovers::{self, GroupSpec, CLUSTER_FAULTS, MIGRATE, SENTINEL_FAULTS};
     let mut rng = StdRng::seed_from_u64(round.seed);
     let sentinel = round.class() == FaultClass::SentinelFailover;
     // The group with failover awareness is Rust (Redisson has none); the others take the
@@ -497,6 +499,8 @@ async fn failover(round: &Round, brk: Break) -> RoundOutcome {
     }
     let plan: Vec<&'static str> = if sentinel {
         failovers::plan(round.seed, &SENTINEL_FAULTS)
+    } else if round.class() == FaultClass::SlotMigration {
+        vec![MIGRATE, MIGRATE]
     } else {
         failovers::plan(round.seed, &CLUSTER_FAULTS)[..2].to_vec()
     };

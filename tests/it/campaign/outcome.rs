@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::plan::{FaultClass, Lang, Round, Topology};
+use super::plan::{FaultClass, Lang, Round};
 use crate::failovers::FailoverOutcome;
 use crate::support::checker::{Fault, Hold, Report};
 
@@ -488,7 +488,10 @@ impl Campaign {
         let mut detect = Vec::new();
         let mut failover: BTreeMap<String, (Vec<f64>, Vec<f64>, usize, u32)> = BTreeMap::new();
         for o in &self.rounds {
-            if matches!(o.round.topology(), Topology::Sentinel | Topology::Cluster) {
+            if matches!(
+                o.round.class(),
+                FaultClass::SentinelFailover | FaultClass::ClusterFailover
+            ) {
                 let e = failover
                     .entry(o.round.topology().name().to_owned())
                     .or_default();

@@ -199,6 +199,12 @@ pub enum FaultClass {
     /// `CLUSTER FAILOVER`, `FORCE`, `TAKEOVER` and the shard's master killed
     /// (`failovers::cluster_round`), awareness on and off, replica sync on or off.
     ClusterFailover,
+    /// The locks' slot moved to another master and on again with Valkey 9's atomic slot
+    /// migration (`CLUSTER MIGRATESLOTS`; always the pinned Valkey 9.1.2 cluster, whatever the
+    /// server under test) while a holder of each lock renews and another waits on the lock's
+    /// sharded channel (`failovers::cluster_round`). Inside the model: the keys move with their
+    /// TTLs, so no hold may be lost and every waiter must be woken.
+    SlotMigration,
 }
 
 impl FaultClass {
@@ -219,6 +225,7 @@ impl FaultClass {
             FaultClass::Partition => "partition",
             FaultClass::SentinelFailover => "sentinel-failover",
             FaultClass::ClusterFailover => "cluster-failover",
+            FaultClass::SlotMigration => "slot-migration",
         }
     }
 
@@ -246,7 +253,9 @@ impl FaultClass {
             // One lock server in a namespace: the single-server kinds.
             FaultClass::Partition => matches!(kind, Kind::Fenced | Kind::RLock | Kind::Fair),
             // The failover holders hold fenced locks.
-            FaultClass::SentinelFailover | FaultClass::ClusterFailover => kind == Kind::Fenced,
+            FaultClass::SentinelFailover
+            | FaultClass::ClusterFailover
+            | FaultClass::SlotMigration => kind == Kind::Fenced,
             _ => true,
         }
     }
@@ -268,6 +277,7 @@ impl FaultClass {
             FaultClass::Partition,
             FaultClass::SentinelFailover,
             FaultClass::ClusterFailover,
+            FaultClass::SlotMigration,
         ]
     }
 
@@ -276,7 +286,7 @@ impl FaultClass {
         match self {
             FaultClass::Partition => Topology::Netns,
             FaultClass::SentinelFailover => Topology::Sentinel,
-            FaultClass::ClusterFailover => Topology::Cluster,
+            FaultClass::ClusterFailover | FaultClass::SlotMigration => Topology::Cluster,
             _ => kind.topology(),
         }
     }
@@ -435,7 +445,7 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
             let holders = match class {
                 FaultClass::Partition => crate::partitions::ROUND_HOLDERS,
                 FaultClass::SentinelFailover => 5,
-                FaultClass::ClusterFailover => 4,
+                FaultClass::ClusterFailover | FaultClass::SlotMigration => 4,
                 _ => holders,
             };
             Round {
@@ -447,7 +457,9 @@ pub fn schedule(seed: u64, n: usize, secs: u64) -> Vec<Round> {
                 holders,
                 // A failover round runs its switches, not a clock: about a minute.
                 secs: match class {
-                    FaultClass::SentinelFailover | FaultClass::ClusterFailover => secs.max(60),
+                    FaultClass::SentinelFailover
+                    | FaultClass::ClusterFailover
+                    | FaultClass::SlotMigration => secs.max(60),
                     // JVMs starting in namespaces while links go down: give the holders time
                     // to take a few holds (a 7 s round of Java holders took 2 under load).
                     FaultClass::Partition => secs.max(12),
