@@ -38,7 +38,7 @@ use plan::{Break, FaultClass, Kind, Lang, Rate, Round, Topology};
 
 use crate::support::checker::Lang as HolderLang;
 use crate::support::checker::*;
-use crate::support::family::{family, Family};
+use crate::support::family::{family, server_version, Family};
 use crate::support::*;
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -72,13 +72,6 @@ pub async fn run_rounds(
     out
 }
 
-fn server_name() -> String {
-    match family() {
-        Family::Valkey => "valkey".into(),
-        _ => "redis".into(),
-    }
-}
-
 /// The campaign of `scripts/campaign` (see the module docs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run() {
@@ -102,7 +95,7 @@ async fn run() {
     let rounds = run_rounds(schedule, 2, Some(deadline), Break::from_env()).await;
     let campaign = Campaign {
         seed,
-        server: server_name(),
+        server: server_version(),
         secs: started.elapsed().as_secs_f64(),
         rounds,
     };
@@ -147,7 +140,7 @@ async fn ci_slice() {
     let rounds = run_rounds(schedule, 3, None, Break::from_env()).await;
     let campaign = Campaign {
         seed,
-        server: server_name(),
+        server: server_version(),
         secs: started.elapsed().as_secs_f64(),
         rounds,
     };

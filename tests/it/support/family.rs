@@ -99,8 +99,17 @@ pub fn redis_cli_bin() -> String {
 /// The family of [`redis_server_bin`], from its `--version` line ("Valkey server v=8.1.8 ..."
 /// or "Redis server v=7.0.15 ..."); printed once per run, outside the test output capture.
 pub fn family() -> Family {
-    static FAMILY: OnceLock<Family> = OnceLock::new();
-    *FAMILY.get_or_init(|| {
+    server().0
+}
+
+/// The server under test as "Redis 7.0.15" or "Valkey 8.1.8" (the campaign's reports).
+pub fn server_version() -> String {
+    server().1.clone()
+}
+
+fn server() -> &'static (Family, String) {
+    static SERVER: OnceLock<(Family, String)> = OnceLock::new();
+    SERVER.get_or_init(|| {
         let bin = redis_server_bin();
         let version = Command::new(&bin)
             .arg("--version")
@@ -114,7 +123,12 @@ pub fn family() -> Family {
         };
         // Not eprintln!: the harness captures that per test; this line is for the whole run.
         let _ = writeln!(std::io::stderr(), "server under test: {version} ({bin})");
-        family
+        let name = version.split(' ').next().unwrap_or_default();
+        let v = version
+            .split(' ')
+            .find_map(|w| w.strip_prefix("v="))
+            .unwrap_or("?");
+        (family, format!("{name} {v}"))
     })
 }
 
