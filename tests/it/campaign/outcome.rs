@@ -276,9 +276,18 @@ const GRANT_ORDER_NS: u64 = 1_000_000_000;
 /// (docs/reliability.md, bug 7); Rust holds never get this excuse.
 const REDISSON_STALE_RENEWAL_NS: u64 = 3_000_000_000;
 
+/// How soon after a Redisson hold reported lost its renewal entry may still fire: Redisson
+/// drops the entry when a renewal's reply finds the lock gone, the first renewal after the
+/// loss (a third of the 1.5 s lease, plus the 1 s reply timeout). A server stop that begins
+/// within this catches that renewal, as if the holder had held through it.
+const REDISSON_STALE_ENTRY_NS: u64 = 2_000_000_000;
+
 /// Whether `hold`, lost with no fault during it, is a Redisson holder's taken within
 /// [`REDISSON_STALE_RENEWAL_NS`] after a fault that can lose holds (on it or the server)
-/// during an earlier hold of the same holder (whose renewal was then in flight).
+/// during an earlier hold of the same holder (whose renewal was then in flight), or, for a
+/// server fault, beginning within [`REDISSON_STALE_ENTRY_NS`] after an earlier hold of the same
+/// holder that was reported lost (its renewal entry still firing: seen in the 2026-12-07 Valkey
+/// run, a read hold taken 7 ms after a stop, never renewed).
 fn renewal_dropped_by_redisson(
     hold: &Hold,
     holds: &[Hold],
@@ -293,13 +302,23 @@ fn renewal_dropped_by_redisson(
                 && p.end_or(u64::MAX) >= f.start
         })
     };
+    let lost_just_before = |f: &Fault| {
+        f.target.is_none()
+            && holds.iter().any(|p| {
+                p.pid == hold.pid
+                    && p.lost
+                    && p.start < hold.start
+                    && p.end_or(u64::MAX) <= f.start
+                    && f.start - p.end_or(u64::MAX) <= REDISSON_STALE_ENTRY_NS
+            })
+    };
     langs.get(&hold.pid).is_some_and(|l| *l != Lang::Rust)
         && faults.iter().any(|f| {
             f.can_lose
                 && f.target.is_none_or(|pid| pid == hold.pid)
                 && f.end <= hold.start
                 && hold.start - f.end <= REDISSON_STALE_RENEWAL_NS
-                && held_during(f)
+                && (held_during(f) || lost_just_before(f))
         })
 }
 
@@ -330,7 +349,20 @@ impl RoundOutcome {
             overlaps_unexplained += g.unexplained_overlaps.len();
             overlaps_lost += lost;
             overlaps_outside += n.saturating_sub(lost + g.unexplained_overlaps.len());
-            lost_unexplained += r.unexplained_lost(&out.faults).len();
+            let (excused, rest): (Vec<&Hold>, Vec<&Hold>) = r
+                .unexplained_lost(&out.faults)
+                .into_iter()
+                .partition(|h| crate::failovers::synced_unlock_by_redisson(g, h, &out.faults));
+            lost_unexplained += rest.len();
+            if !excused.is_empty() {
+                notes.push(format!(
+                    "{} Redisson 3.52.0 hold(s) of {} said lost at the unlock, held just \
+                     before, after a switch: its replica check (outside the model, \
+                     docs/reliability.md anomaly 3)",
+                    excused.len(),
+                    g.spec.lock
+                ));
+            }
             // Each hold told lost or cost by a switch may overwrite one increment; every holder
             // is killed at the end and may die between its write and its history line.
             let extra = r.counter - r.increments as i64;
@@ -836,6 +868,28 @@ fn only_a_redisson_hold_right_after_a_fault_it_held_through_is_excused() {
     );
     let late = hold(1, 15 * s + 1, 17 * s);
     assert!(!excused(&late), "more than 3 s after the stop");
+
+    // A holder whose hold was reported lost 1 s before the stop (its renewal entry still
+    // firing into the stop); not when that hold was not lost, nor 3 s before.
+    let langs = HashMap::from([(4, Lang::Java3), (5, Lang::Java3), (6, Lang::Java4)]);
+    let mut kept = hold(5, 7 * s, 9 * s);
+    kept.lost = false;
+    let holds = [
+        hold(4, 7 * s, 9 * s),
+        hold(4, 13 * s, 15 * s),
+        kept,
+        hold(5, 13 * s, 15 * s),
+        hold(6, 5 * s, 7 * s),
+        hold(6, 13 * s, 15 * s),
+    ];
+    let excused =
+        |h: &Hold| renewal_dropped_by_redisson(h, &holds, std::slice::from_ref(&stop), &langs);
+    assert!(excused(&holds[1]), "its hold lost 1 s before the stop");
+    assert!(!excused(&holds[3]), "its hold before the stop was not lost");
+    assert!(
+        !excused(&holds[5]),
+        "its lost hold ended 3 s before the stop"
+    );
 }
 
 #[cfg(test)]
