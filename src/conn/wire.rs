@@ -38,14 +38,17 @@ impl Conn {
         script: &Script,
         slot: Option<u16>,
     ) -> RedisResult<()> {
-        script.load_async(&mut OnSlot(self, slot)).await.map(drop)
+        script
+            .load_async(&mut Own(self, Purpose::Load(slot)))
+            .await
+            .map(drop)
     }
 
     /// Sends the connection's name when it is due (`conn/naming.rs`).
     pub(super) async fn name_if_due(&mut self) {
         if self.naming.take_due() {
             let naming = self.naming.clone();
-            naming.send(&mut Unnamed(self)).await;
+            naming.send(&mut Own(self, Purpose::Naming)).await;
         }
     }
 
@@ -73,44 +76,33 @@ impl Conn {
     }
 }
 
-/// A handle whose one command (a `SCRIPT LOAD`) goes where a script on the slot would go.
-struct OnSlot<'a>(&'a mut Conn, Option<u16>);
-
-impl ConnectionLike for OnSlot<'_> {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            match (&self.0.kind, self.1) {
-                (Kind::Cluster(r), Some(slot)) => r.clone().on_master(slot, cmd).await,
-                _ => self.0.raw(cmd, None).await,
-            }
-        })
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        _pipeline: &'a redis::Pipeline,
-        _offset: usize,
-        _count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async { Err(protocol_error("no pipelines while loading a script")) })
-    }
-
-    fn get_db(&self) -> i64 {
-        0
-    }
+/// What an [`Own`] handle's command is.
+enum Purpose {
+    /// The naming commands: out as they are, to a cluster's own node connections too.
+    Naming,
+    /// A `SCRIPT LOAD`, where a script on the slot would go.
+    Load(Option<u16>),
 }
 
-/// A handle whose commands go out as they are: the naming commands themselves.
-struct Unnamed<'a>(&'a mut Conn);
+/// A handle for the connection's own commands (naming, loading a script), no pipelines.
+struct Own<'a>(&'a mut Conn, Purpose);
 
-impl ConnectionLike for Unnamed<'_> {
+impl ConnectionLike for Own<'_> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            // A cluster's own node connections (`cluster_route`) are named too.
-            if let Kind::Cluster(r) = &self.0.kind {
-                r.to_every_node(cmd).await;
+            match (&self.0.kind, &self.1) {
+                (Kind::Cluster(r), Purpose::Load(Some(slot))) => {
+                    r.clone().on_master(*slot, cmd).await
+                }
+                (_, Purpose::Load(_)) => self.0.raw(cmd, None).await,
+                (kind, Purpose::Naming) => {
+                    // A cluster's own node connections (`cluster_route`) are named too.
+                    if let Kind::Cluster(r) = kind {
+                        r.to_every_node(cmd).await;
+                    }
+                    self.0.unnamed(cmd, None).await
+                }
             }
-            self.0.unnamed(cmd, None).await
         })
     }
 
@@ -120,7 +112,11 @@ impl ConnectionLike for Unnamed<'_> {
         _offset: usize,
         _count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async { Err(protocol_error("no pipelines while naming a connection")) })
+        Box::pin(async {
+            Err(protocol_error(
+                "no pipelines on a connection's own commands",
+            ))
+        })
     }
 
     fn get_db(&self) -> i64 {
