@@ -181,16 +181,43 @@ fn named(
         .collect()
 }
 
-/// Opens `client`'s subscriber: a short wait for a lock `holder` holds.
+/// Opens `client`'s subscriber: a waiter parked on a lock `holder` holds until the server
+/// counts its subscription on the lock's channel, then woken by the release (a fixed short wait
+/// could end, under load, before the subscriber had connected).
 async fn open_subscriber(client: &Client, holder: &Client, lock: &str) {
     let held = holder.get_lock(lock).lock().await.unwrap();
-    let waited = client
-        .get_lock(lock)
-        .try_lock_for(std::time::Duration::from_millis(100))
-        .await
-        .unwrap();
-    assert!(waited.is_none());
+    let waited = client.get_lock(lock);
+    let waiter = tokio::spawn(async move {
+        let guard = waited
+            .try_lock_for(std::time::Duration::from_secs(60))
+            .await?;
+        match guard {
+            Some(g) => g.unlock().await.map(|_| true),
+            None => Ok(false),
+        }
+    });
+    let channel = format!("redisson_lock__channel:{{{lock}}}");
+    let conn = holder.connection();
+    let subscribed = eventually(std::time::Duration::from_secs(30), || {
+        let mut conn = conn.clone();
+        let channel = channel.clone();
+        async move {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(&channel)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            counts.iter().any(|(_, n)| *n > 0)
+        }
+    })
+    .await;
+    assert!(subscribed, "{lock}: the waiter never subscribed");
     held.unlock().await.unwrap();
+    assert!(
+        waiter.await.unwrap().unwrap(),
+        "{lock}: the waiter was not woken"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,7 +305,19 @@ async fn every_cluster_node_sees_the_named_connections() {
         .await
         .unwrap();
     let other = Client::with_config(config()).await.unwrap();
-    open_subscriber(&client, &other, "names:cluster").await;
+    // A waiter of `client` parked on a lock `other` holds: its subscription stays open while
+    // the nodes are read (a short wait could end, under load, before it had subscribed).
+    let held = other.get_lock("names:cluster").lock().await.unwrap();
+    let lock = client.get_lock("names:cluster");
+    let waiter = tokio::spawn(async move {
+        let guard = lock
+            .try_lock_for(std::time::Duration::from_secs(60))
+            .await?;
+        match guard {
+            Some(g) => g.unlock().await.map(|_| true),
+            None => Ok(false),
+        }
+    });
     let name = format!("pods:{}", client.id());
     // Each node: the command connection's connection to it, named. The subscriber's cluster
     // connection reaches the node of the channel's slot at least (redis-rs opens the others at
@@ -296,19 +335,30 @@ async fn every_cluster_node_sees_the_named_connections() {
             client_list(&mut raw)
         );
     }
-    let subscriber = |c: &std::collections::HashMap<String, String>| {
-        c.get("cmd").is_some_and(|cmd| cmd.contains("subscribe"))
+    // The connection that holds the waiter's subscription (`sub` or `ssub` above 0) is named.
+    let subscribed = || {
+        cluster
+            .nodes
+            .iter()
+            .flat_map(|node| client_list(&mut node.conn()))
+            .filter(|c| {
+                ["sub", "ssub"]
+                    .iter()
+                    .any(|k| c.get(*k).is_some_and(|n| n != "0"))
+            })
+            .collect::<Vec<_>>()
     };
-    let subscribed: Vec<_> = cluster
-        .nodes
-        .iter()
-        .flat_map(|node| client_list(&mut node.conn()))
-        .filter(subscriber)
-        .collect();
     assert!(
-        subscribed.iter().any(|c| c["name"] == name),
-        "the subscriber, named {name}: {subscribed:?}"
+        eventually(std::time::Duration::from_secs(30), || {
+            let found = subscribed().iter().any(|c| c["name"] == name);
+            async move { found }
+        })
+        .await,
+        "the subscriber, named {name}: {:?}",
+        subscribed()
     );
+    held.unlock().await.unwrap();
+    assert!(waiter.await.unwrap().unwrap(), "the waiter was not woken");
 }
 
 /// No connection a client opens is ever unnamed on the server, not even one it drops: a

@@ -25,7 +25,7 @@ const STARTUP: Duration = Duration::from_secs(60);
 /// hold ends well inside the lease on any clock; outside it (x0.8) the hold outlasts the lease by
 /// 250 ms of true time while the holder's clock says it has 200 ms left.
 const CLOCK_INSIDE: (u64, u64) = (3000, 1800);
-const CLOCK_OUTSIDE: (u64, u64) = (2000, 1800);
+pub(super) const CLOCK_OUTSIDE: (u64, u64) = (2000, 1800);
 
 /// Runs `round` (breaking what `brk` says) and checks it.
 pub async fn run_round(round: &Round, brk: Break) -> RoundOutcome {
