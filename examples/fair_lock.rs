@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use redis::AsyncCommands;
+use redisson_lock::redis::AsyncCommands;
 use redisson_lock::{Client, LockOwner};
 
 #[tokio::main]
@@ -17,7 +17,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let guard = lock.lock().await?;
     let mut workers = Vec::new();
     for i in 1..=3u64 {
-        let worker = lock.with_owner(LockOwner::new(i));
+        let worker = lock.with_owner(LockOwner::unique());
         workers.push(tokio::spawn(async move {
             let g = worker.lock().await?;
             println!("worker {i} got the lock");

@@ -20,8 +20,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         accepted
     };
     let (alice, bob) = (
-        lock.with_owner(LockOwner::new(1)),
-        lock.with_owner(LockOwner::new(2)),
+        lock.with_owner(LockOwner::unique()),
+        lock.with_owner(LockOwner::unique()),
     );
     let a = alice.lock_with_lease(Duration::from_millis(300)).await?;
     assert!(write("alice", a.token()));

@@ -12,17 +12,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (url, _server) = support::redis_url().await?;
     let client = Client::connect(&url).await?;
     let rw = client.get_read_write_lock("example:config");
-    let reader = |id| rw.read_lock().with_owner(LockOwner::new(id));
-    let (r1, r2) = (reader(1).lock().await?, reader(2).lock().await?);
+    let reader = || rw.read_lock().with_owner(LockOwner::unique());
+    let (r1, r2) = (reader().lock().await?, reader().lock().await?);
     println!("two readers hold it at once");
-    let w = rw.write_lock().with_owner(LockOwner::new(3));
+    let w = rw.write_lock().with_owner(LockOwner::unique());
     let writer = tokio::spawn(async move { w.lock_with_lease(Duration::from_secs(60)).await });
     r1.unlock().await?;
     r2.unlock().await?; // the last reader out publishes `0`
     let w = writer.await??;
     println!("the writer is in (60 s lease); readers queue up behind it");
     let spawn_reader = |r: redisson_lock::Lock<_>| tokio::spawn(async move { r.lock().await });
-    let waiting: Vec<_> = (10..13).map(|id| spawn_reader(reader(id))).collect();
+    let waiting: Vec<_> = (0..3).map(|_| spawn_reader(reader())).collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let released = Instant::now();
     w.unlock().await?; // publishes `1`: every waiting reader retries at once

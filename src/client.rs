@@ -384,7 +384,7 @@ impl Client {
     ///
     /// ```
     /// # redisson_lock::__doctest::run(|client| async move {
-    /// use redis::AsyncCommands;
+    /// use redisson_lock::redis::AsyncCommands;
     /// let mut conn = client.connection();
     /// let _: () = conn.set("greeting", "hello").await?;
     /// # Ok(()) })

@@ -49,7 +49,7 @@ pub enum LockError {
         "lock `{name}` is already held or being acquired by owner {owner}, the default owner of \
          this task (or thread): a second acquire would re-enter it, not wait. Futures in one task \
          share its owner; acquire in separate tasks to exclude each other, or re-enter on purpose \
-         with `guard.reenter()` or an explicit owner (`lock.with_owner(LockOwner::new(..))`)"
+         with `guard.reenter()` or an explicit owner (`lock.with_owner(LockOwner::unique())`)"
     )]
     Reentry {
         /// The lock name.

@@ -191,6 +191,38 @@ fn the_readme_links_only_to_absolute_urls_anchors_and_items() {
     );
 }
 
+/// The README is read on GitHub and crates.io too, which show rustdoc's hidden `# ` lines as
+/// code: a reader who copies a block gets a syntax error. No README block has one; the first
+/// example runs as a doc test through its copy in `src/doctests.rs`, which adds only the hidden
+/// line that points it at a throwaway server, and must otherwise be the README's block.
+#[test]
+fn the_readme_shows_no_hidden_lines_and_its_first_example_runs() {
+    let hidden = |l: &String| l.starts_with("# ") || l == "#";
+    let readme: Vec<_> = code_blocks(&read(&root().join("README.md")), false)
+        .into_iter()
+        .filter(|(_, info, _)| info.starts_with("rust"))
+        .collect();
+    for (line, _, lines) in &readme {
+        assert!(
+            !lines.iter().any(hidden),
+            "README.md:{line}: a block with a hidden doc-test line: {lines:#?}"
+        );
+    }
+    let doctests = read(&root().join("src/doctests.rs"));
+    let marker = doctests
+        .split("mod readme_first_example {}")
+        .next()
+        .unwrap();
+    let (_, _, copy) = code_blocks(marker, true)
+        .pop()
+        .expect("src/doctests.rs: the README's first example");
+    let copy: Vec<String> = copy.into_iter().filter(|l| !hidden(l)).collect();
+    assert_eq!(
+        readme[0].2, copy,
+        "src/doctests.rs's copy of the README's first example differs from the README's"
+    );
+}
+
 /// Every `with_*` method of `Config` (in whichever files under `src/` hold `impl Config` or
 /// `impl crate::Config`) has a row in the README's settings table.
 #[test]

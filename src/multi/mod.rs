@@ -402,7 +402,7 @@ impl<P: QuorumPolicy> MultiLock<P> {
             return Err(LockError::InvalidArgument("node timeout must be non-zero"));
         }
         if self.locks.iter().any(|l| l.name().is_empty()) {
-            return Err(LockError::InvalidArgument("lock name must not be empty"));
+            return Err(LockError::InvalidArgument("the name must not be empty"));
         }
         Ok(())
     }

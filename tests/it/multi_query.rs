@@ -80,11 +80,10 @@ async fn a_redlock_is_held_by_a_majority_of_its_members() {
 async fn bad_input_is_refused_before_asking() {
     let nodes = nodes(2).await;
     let multi: MultiLock = MultiLock::new(nodes.locks("")).unwrap();
-    assert!(multi
-        .is_held_by_current()
-        .await
-        .unwrap_err()
-        .is_invalid_argument());
+    let e = multi.is_held_by_current().await.unwrap_err();
+    // The same words as every other kind's empty name (`keys::refusal`).
+    assert!(e.is_invalid_argument(), "{e:?}");
+    assert!(e.to_string().contains("the name must not be empty"), "{e}");
     let multi: MultiLock = MultiLock::new(nodes.locks("mq:bad"))
         .unwrap()
         .with_node_timeout(Duration::ZERO);

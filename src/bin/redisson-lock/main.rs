@@ -40,7 +40,7 @@ struct Cli {
 #[derive(Debug, Args)]
 pub struct Global {
     /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS). Keep
-    /// passwords out of argv: use $REDIS_URL, --url-file or --password-file.
+    /// passwords out of argv: use $REDIS_URL, --url-file, --password-file or $REDIS_PASSWORD.
     #[arg(
         long,
         global = true,

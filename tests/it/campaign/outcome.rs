@@ -636,9 +636,13 @@ impl Campaign {
         let _ = writeln!(s, "# Campaign report\n");
         let _ = writeln!(
             s,
-            "Seed {} (replay: `scripts/campaign --seed {}`), server {}, {} rounds in {:.0} s.\n",
+            "Seed {} (replay: `scripts/campaign --minutes {} --seed {} --server {}`), server {}, \
+             {} rounds in {:.0} s.\n",
             self.seed,
+            ((self.secs / 60.0) as u64).max(1),
             self.seed,
+            // The harness's server switch, the value `--server` takes.
+            std::env::var("REDISSON_LOCK_SERVER").unwrap_or_else(|_| "redis".to_owned()),
             self.server,
             self.rounds.len(),
             self.secs

@@ -73,6 +73,28 @@ async fn verbose_traces_on_stderr_and_completions_need_no_server() {
     assert!(out.stdout.contains("force-unlock"), "{}", out.stdout);
     let out = cli(&["completions".to_owned(), "nosh".to_owned()]).await;
     assert_eq!(out.code, 2);
+
+    // `--help` names every place a password may come from besides argv (`$REDIS_PASSWORD` has
+    // no flag, so only this text tells of it).
+    let help = cli(&["--help".to_owned()]).await;
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    // (`REDIS_PASSWORD_FILE` and `REDIS_URL_FILE` are the files' variables: not these.)
+    let text = help
+        .stdout
+        .replace("REDIS_PASSWORD_FILE", "")
+        .replace("REDIS_URL_FILE", "");
+    for source in [
+        "REDIS_URL",
+        "--url-file",
+        "--password-file",
+        "REDIS_PASSWORD",
+    ] {
+        assert!(
+            text.contains(source),
+            "--help omits {source}: {}",
+            help.stdout
+        );
+    }
 }
 
 /// An ACL user named in the URL with the password from `$REDIS_PASSWORD` or `--password-file`
