@@ -168,7 +168,7 @@ impl Client {
         };
         let pubsub = PubSub::start(source, &config);
         let wake = Arc::new(Notify::new());
-        let latches = crate::latches::Latches::start(conn.clone(), config.latch_queue());
+        let latches = crate::latches::Latches::start(conn.clone(), &config);
         let inner = Arc::new_cyclic(|weak| ClientInner {
             id,
             latches,

@@ -6,8 +6,10 @@
 //! owner's known count instead (`lock/engine/release.rs`, docs/protocol.md "Unlock retries").
 //!
 //! A receipt only matters while its request might be retried, and a retry happens before the
-//! request returns. We collect them and send one `UNLINK` per batch (per hash slot on a cluster).
-//! The key's own PX bounds any key whose deletion is lost.
+//! request returns. We collect them and send one `UNLINK` per batch (per hash slot on a cluster),
+//! sent again after a broken connection as the retry policy allows (`UNLINK` is idempotent; a
+//! request's own lost reply closes the connection the next batch goes out on). The key's own PX
+//! (a minute at least) bounds any key whose deletion is lost all the same.
 //!
 //! The queue is bounded (`Config::with_latch_queue`): full batches go out back to back, and a
 //! deletion that finds the queue full is dropped and counted; its key expires by its PX. So
@@ -21,8 +23,10 @@ use std::time::Duration;
 use redis::AsyncCommands;
 use tokio::sync::mpsc;
 
+use crate::config::Config;
 use crate::conn::Conn;
 use crate::keys::slot_of;
+use crate::retry::Retry;
 
 /// How long latches are collected before one `UNLINK` removes them (when fewer than a batch).
 const DELAY: Duration = Duration::from_millis(10);
@@ -37,9 +41,9 @@ pub(crate) struct Latches {
 }
 
 impl Latches {
-    pub(crate) fn start(conn: Conn, capacity: usize) -> Latches {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
-        tokio::spawn(run(conn, rx));
+    pub(crate) fn start(conn: Conn, config: &Config) -> Latches {
+        let (tx, rx) = mpsc::channel(config.latch_queue().max(1));
+        tokio::spawn(run(conn, rx, config.clone()));
         Latches {
             tx,
             dropped: AtomicU64::new(0),
@@ -73,7 +77,7 @@ fn drain(rx: &mut mpsc::Receiver<String>, keys: &mut Vec<String>) {
     }
 }
 
-async fn run(mut conn: Conn, mut rx: mpsc::Receiver<String>) {
+async fn run(mut conn: Conn, mut rx: mpsc::Receiver<String>, config: Config) {
     while let Some(first) = rx.recv().await {
         let mut keys = vec![first];
         drain(&mut rx, &mut keys);
@@ -91,8 +95,22 @@ async fn run(mut conn: Conn, mut rx: mpsc::Receiver<String>) {
             by_slot.entry(slot).or_default().push(k);
         }
         for (_, group) in by_slot {
-            if let Err(e) = conn.unlink::<_, i64>(&group).await {
-                tracing::debug!(error = %e, keys = group.len(), "can't delete unlock latches; they expire on their own");
+            unlink(&mut conn, &group, &config).await;
+        }
+    }
+}
+
+/// One `UNLINK`, tried again after a transient failure (`retry.rs`, at most
+/// `Config::retry_attempts` tries); given up, the keys expire by their PX.
+async fn unlink(conn: &mut Conn, keys: &[String], config: &Config) {
+    let mut retry = Retry::attempts(config).op("latch_delete");
+    loop {
+        match conn.unlink::<_, i64>(keys).await {
+            Ok(_) => return,
+            Err(e) if retry.again(&e).await => {}
+            Err(e) => {
+                tracing::debug!(error = %e, keys = keys.len(), "can't delete the receipts; they expire on their own");
+                return;
             }
         }
     }

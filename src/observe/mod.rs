@@ -24,7 +24,7 @@
 //! | `redisson_lock_renewal_slack_seconds` | histogram | seconds | `kind` | lease a lock hold had left when its renewal was confirmed (near zero: about to be lost) |
 //! | `redisson_lock_holds_at_risk_total` | counter | count | `kind`, `reason`: `failed` or `late` | times a watchdog hold (a lock hold or a `PermitGuard`'s permit) went at risk: a renewal failed, or none was confirmed for two renewal periods (counted once until a renewal is confirmed again) |
 //! | `redisson_lock_script_errors_total` | counter | count | `kind` | scripts that failed (connection, server or reply errors); a failed watchdog renewal script counts once for each kind it carried |
-//! | `redisson_lock_retries_total` | counter | count | `kind`, `op` | tries again after a transient failure; `op`: `acquire`, `release`, `settle`, `subscribe`, `give_back`, `write`, `shutdown`, `fencing` |
+//! | `redisson_lock_retries_total` | counter | count | `kind`, `op` | tries again after a transient failure; `op`: `acquire`, `release`, `settle`, `subscribe`, `give_back`, `write`, `shutdown`, `fencing`, `latch_delete` |
 //! | `redisson_lock_subscriber_reconnects_total` | counter | count | | times the pub/sub subscriber connection was re-established (each wakes every waiter; the connection is the client's, not a kind's) |
 //! | `redisson_lock_replica_sync_failures_total` | counter | count | `command`: `WAIT` or `WAITAOF`, `reason`: `unconfirmed` or `refused` | lock writes no replica (or fsync) confirmed in time, and sync commands the server refused (the connection's, not a kind's) |
 //!

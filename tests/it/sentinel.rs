@@ -225,7 +225,14 @@ async fn a_client_without_awareness_follows_the_switch() {
         let name = format!("follow-{k}");
         let g = client.get_lock(&name).lock().await.unwrap();
         let on_new: bool = s.replica.conn().exists(&name).unwrap();
-        g.unlock().await.unwrap();
+        match g.unlock().await {
+            Ok(()) => {}
+            // Taken on the old master just before the client followed the switch, released on
+            // the new one, which never had it: the hold is reported gone, as it is (seen once
+            // under load).
+            Err(e) if !on_new && e.is_lease_lost() => {}
+            Err(e) => panic!("{name} (on the new master: {on_new}): {e:?}"),
+        }
         if on_new {
             break;
         }

@@ -12,7 +12,8 @@
 //! Orthogonally, [`Proxy::drop_reply_after`] arms a one-shot trap: the next client request
 //! containing a byte pattern is forwarded, then the server's next reply on that connection is
 //! swallowed and the connection closed: the request ran, the client cannot know (the
-//! ambiguous-outcome case).
+//! ambiguous-outcome case). [`Proxy::cut_before`] arms the other one-shot trap: the next request
+//! containing the pattern is not forwarded and the connection is closed (the request never ran).
 //!
 //! [`Proxy::hold_closes`] keeps the server's side of each connection open after its client
 //! closes it (until the proxy is dropped): a connection a client drops stays in `CLIENT LIST`
@@ -42,8 +43,9 @@ pub enum Mode {
 
 struct State {
     mode: watch::Sender<(Mode, u64)>,
-    /// Armed trap: the request pattern.
-    trap: Mutex<Option<Vec<u8>>>,
+    /// Armed trap: the request pattern, and whether the request goes up (its reply is then
+    /// swallowed) or not (the connection is cut before it).
+    trap: Mutex<Option<(Vec<u8>, bool)>>,
     fired: AtomicU64,
     fired_notify: Notify,
     accepted: AtomicU64,
@@ -125,7 +127,13 @@ impl Proxy {
     /// Arms the one-shot trap: the next request containing `pattern` is forwarded, the server's
     /// next reply on that connection is swallowed and the connection is closed.
     pub fn drop_reply_after(&self, pattern: &[u8]) {
-        *self.state.trap.lock().unwrap() = Some(pattern.to_vec());
+        *self.state.trap.lock().unwrap() = Some((pattern.to_vec(), true));
+    }
+
+    /// Arms the one-shot cut: the next request containing `pattern` is not forwarded, and the
+    /// connection is closed (counted with the swallowed replies).
+    pub fn cut_before(&self, pattern: &[u8]) {
+        *self.state.trap.lock().unwrap() = Some((pattern.to_vec(), false));
     }
 
     /// How many replies the trap has swallowed so far.
@@ -257,20 +265,27 @@ async fn pump(
         let trapped = match trap_tx.as_ref() {
             Some(_) => {
                 let mut trap = state.trap.lock().unwrap();
-                match trap.as_deref() {
-                    Some(p) if contains(chunk, p) => {
+                match trap.as_ref() {
+                    Some((p, forward)) if contains(chunk, p) => {
+                        let forward = *forward;
                         *trap = None;
-                        true
+                        Some(forward)
                     }
-                    _ => false,
+                    _ => None,
                 }
             }
-            None => false,
+            None => None,
         };
+        if trapped == Some(false) {
+            // Cut before the request: it never reaches the server.
+            state.fired.fetch_add(1, Ordering::SeqCst);
+            state.fired_notify.notify_waiters();
+            return;
+        }
         if to.write_all(chunk).await.is_err() {
             return;
         }
-        if trapped {
+        if trapped == Some(true) {
             if let Some(tx) = trap_tx.as_ref() {
                 tx.send_replace(true);
             }
