@@ -181,21 +181,30 @@ fn named(
         .collect()
 }
 
+/// A task of `client` waiting (up to 60 s) for `lock`, which it releases once it has it:
+/// `Ok(true)` when it got the lock.
+fn park_waiter(
+    client: &Client,
+    lock: &str,
+) -> tokio::task::JoinHandle<redisson_lock::Result<bool>> {
+    let lock = client.get_lock(lock);
+    tokio::spawn(async move {
+        match lock
+            .try_lock_for(std::time::Duration::from_secs(60))
+            .await?
+        {
+            Some(g) => g.unlock().await.map(|_| true),
+            None => Ok(false),
+        }
+    })
+}
+
 /// Opens `client`'s subscriber: a waiter parked on a lock `holder` holds until the server
 /// counts its subscription on the lock's channel, then woken by the release (a fixed short wait
 /// could end, under load, before the subscriber had connected).
 async fn open_subscriber(client: &Client, holder: &Client, lock: &str) {
     let held = holder.get_lock(lock).lock().await.unwrap();
-    let waited = client.get_lock(lock);
-    let waiter = tokio::spawn(async move {
-        let guard = waited
-            .try_lock_for(std::time::Duration::from_secs(60))
-            .await?;
-        match guard {
-            Some(g) => g.unlock().await.map(|_| true),
-            None => Ok(false),
-        }
-    });
+    let waiter = park_waiter(client, lock);
     let channel = format!("redisson_lock__channel:{{{lock}}}");
     let conn = holder.connection();
     let subscribed = eventually(std::time::Duration::from_secs(30), || {
@@ -308,16 +317,7 @@ async fn every_cluster_node_sees_the_named_connections() {
     // A waiter of `client` parked on a lock `other` holds: its subscription stays open while
     // the nodes are read (a short wait could end, under load, before it had subscribed).
     let held = other.get_lock("names:cluster").lock().await.unwrap();
-    let lock = client.get_lock("names:cluster");
-    let waiter = tokio::spawn(async move {
-        let guard = lock
-            .try_lock_for(std::time::Duration::from_secs(60))
-            .await?;
-        match guard {
-            Some(g) => g.unlock().await.map(|_| true),
-            None => Ok(false),
-        }
-    });
+    let waiter = park_waiter(&client, "names:cluster");
     let name = format!("pods:{}", client.id());
     // Each node: the command connection's connection to it, named. The subscriber's cluster
     // connection reaches the node of the channel's slot at least (redis-rs opens the others at
