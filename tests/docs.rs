@@ -191,23 +191,30 @@ fn the_readme_links_only_to_absolute_urls_anchors_and_items() {
     );
 }
 
-/// The README is read on GitHub and crates.io too, which show rustdoc's hidden `# ` lines as
-/// code: a reader who copies a block gets a syntax error. No README block has one; the first
-/// example runs as a doc test through its copy in `src/doctests.rs`, which adds only the hidden
-/// line that points it at a throwaway server, and must otherwise be the README's block.
+/// The README and the docs pages are read on GitHub (and the README on crates.io), which show
+/// rustdoc's hidden `# ` lines as code: a reader who copies a block gets a syntax error. No Rust
+/// block of theirs has one; the README's first example runs as a doc test through its copy in
+/// `src/doctests.rs`, which adds only the hidden line that points it at a throwaway server, and
+/// must otherwise be the README's block.
 #[test]
-fn the_readme_shows_no_hidden_lines_and_its_first_example_runs() {
+fn the_pages_show_no_hidden_lines_and_the_readme_example_runs() {
     let hidden = |l: &String| l.trim_start().starts_with("# ") || l.trim() == "#";
-    let readme: Vec<_> = code_blocks(&read(&root().join("README.md")), false)
-        .into_iter()
-        .filter(|(_, info, _)| info.starts_with("rust"))
-        .collect();
-    for (line, _, lines) in &readme {
-        assert!(
-            !lines.iter().any(hidden),
-            "README.md:{line}: a block with a hidden doc-test line: {lines:#?}"
-        );
+    let rust_blocks = |page: &Path| -> Vec<_> {
+        code_blocks(&read(page), false)
+            .into_iter()
+            .filter(|(_, info, _)| info.starts_with("rust"))
+            .collect()
+    };
+    for page in pages() {
+        for (line, _, lines) in rust_blocks(&page) {
+            assert!(
+                !lines.iter().any(hidden),
+                "{}:{line}: a block with a hidden doc-test line: {lines:#?}",
+                page.display()
+            );
+        }
     }
+    let readme = rust_blocks(&root().join("README.md"));
     let doctests = read(&root().join("src/doctests.rs"));
     let marker = doctests
         .split("mod readme_first_example {}")
