@@ -27,7 +27,7 @@ use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Inspect and operate Redisson-compatible distributed locks on Redis.
-#[derive(Debug, Parser)]
+#[derive(Parser)]
 #[command(name = "redisson-lock", version, max_term_width = 100)]
 struct Cli {
     #[command(flatten)]
@@ -36,8 +36,9 @@ struct Cli {
     command: Command,
 }
 
-/// Where the deployment is, and how to print.
-#[derive(Debug, Args)]
+/// Where the deployment is, and how to print. No `Debug`: it holds the password
+/// (`$REDIS_PASSWORD`) and may hold URLs with one; nothing may print it whole.
+#[derive(Args)]
 pub struct Global {
     /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS). Keep
     /// passwords out of argv: use $REDIS_URL, --url-file, --password-file or $REDIS_PASSWORD.
