@@ -236,3 +236,67 @@ impl LockGuard<Fenced> {
         self.token.unwrap_or(0)
     }
 }
+
+/// A blocking [`crate::FencedValue`]: a Redis value that refuses writes with a token below the
+/// greatest that wrote it, for a blocking fenced lock's holder.
+///
+/// ```
+/// # redisson_lock::__doctest::blocking(|client| {
+/// let guard = client.get_fenced_lock("blocking-ledger").lock()?;
+/// let balance = client.get_fenced_value("blocking-ledger:balance");
+/// assert!(balance.set(guard.token(), "100")?); // refused (false) once a later holder wrote
+/// assert_eq!(balance.get()?.as_deref(), Some(&b"100"[..]));
+/// guard.unlock()?;
+/// # Ok(()) })
+/// ```
+#[derive(Clone, Debug)]
+pub struct FencedValue {
+    inner: crate::FencedValue,
+    rt: Arc<Rt>,
+}
+
+impl FencedValue {
+    pub(super) fn new(inner: crate::FencedValue, rt: Arc<Rt>) -> FencedValue {
+        FencedValue { inner, rt }
+    }
+
+    /// The value's key.
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The fence's key (see [`crate::FencedValue::fence_key`]).
+    pub fn fence_key(&self) -> &str {
+        self.inner.fence_key()
+    }
+
+    /// The async value underneath (for code that has both worlds).
+    pub fn as_async(&self) -> &crate::FencedValue {
+        &self.inner
+    }
+
+    fn call<T, F: Future<Output = Result<T>>>(
+        &self,
+        f: impl FnOnce(crate::FencedValue) -> F,
+    ) -> Result<T> {
+        self.rt.block_on(f(self.inner.clone()))?
+    }
+
+    /// Writes `value` if `token` is at least the greatest token that wrote it: `false` (nothing
+    /// changed) when a greater one has (see [`crate::FencedValue::set`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::FencedValue::set`]; [`LockError::InvalidArgument`](crate::LockError::InvalidArgument)
+    /// when called inside a current-thread async runtime (nothing is sent).
+    pub fn set(&self, token: i64, value: impl AsRef<[u8]>) -> Result<bool> {
+        self.call(move |x| async move { x.set(token, value).await })
+    }
+
+    forward! { "crate::FencedValue":
+        /// The greatest token that wrote this value (`None`: never written through a fence).
+        fn last_token(&self) -> Option<i64>;
+        /// The value (`None` when the key does not exist).
+        fn get(&self) -> Option<Vec<u8>>;
+    }
+}

@@ -2,11 +2,11 @@
 //! synchronizers for synchronous code, as redis-rs and reqwest offer one.
 //!
 //! Every type here is a thin wrapper of its async namesake: [`Lock`], [`ReadWriteLock`],
-//! [`MultiLock`] / [`RedLock`], [`Semaphore`], [`CountDownLatch`], [`PermitExpirableSemaphore`]
-//! and [`RateLimiter`] run the async method of the same name to completion, so the semantics,
-//! the data in Redis and the errors are those of the async API. (The watchdog-renewed
-//! [`PermitGuard`](crate::PermitGuard) is not wrapped: take ids with `acquire` and give them
-//! back with `release`.)
+//! [`MultiLock`] / [`RedLock`], [`FencedValue`], [`Semaphore`], [`CountDownLatch`],
+//! [`PermitExpirableSemaphore`] and [`RateLimiter`] run the async method of the same name to
+//! completion, so the semantics, the data in Redis and the errors are those of the async API.
+//! (The watchdog-renewed [`PermitGuard`](crate::PermitGuard) is not wrapped: take ids with
+//! `acquire` and give them back with `release`.)
 //!
 //! A [`Client`] owns a small multi-threaded tokio runtime (two worker threads) on which the
 //! async client runs: the watchdog renews leases and the subscriber wakes waiters while your
@@ -53,7 +53,7 @@ mod lock;
 mod multi;
 mod sync;
 
-pub use lock::{Lock, LockGuard, ReadWriteLock};
+pub use lock::{FencedValue, Lock, LockGuard, ReadWriteLock};
 pub use multi::{MemberLock, MultiLock, MultiLockGuard, RedLock};
 pub use sync::{CountDownLatch, PermitExpirableSemaphore, RateLimiter, Semaphore};
 
@@ -221,6 +221,12 @@ impl Client {
     /// The fenced lock called `name` (Redisson's `getFencedLock`).
     pub fn get_fenced_lock(&self, name: impl Into<String>) -> Lock<Fenced> {
         self.wrap(self.inner.get_fenced_lock(name))
+    }
+
+    /// The value at `key` that refuses stale fencing tokens: see [`FencedValue`] and
+    /// [`crate::Client::get_fenced_value`].
+    pub fn get_fenced_value(&self, key: impl Into<String>) -> FencedValue {
+        FencedValue::new(self.inner.get_fenced_value(key), self.rt.clone())
     }
 
     /// The spin lock called `name` (Redisson's `getSpinLock`).

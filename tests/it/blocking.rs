@@ -160,6 +160,37 @@ fn other_kinds_work_blocking() {
     assert!(!fair.is_locked().unwrap());
 }
 
+/// A blocking fenced holder whose lease ran out is refused by the fenced value once a later
+/// holder (another thread) wrote through it; the later value stays.
+#[test]
+fn a_blocking_fenced_value_refuses_the_stale_holder() {
+    let (_server, client) = blocking_fixture();
+    let lock = client.get_fenced_lock("blocking:fenced-value");
+    let value = client.get_fenced_value("blocking:fenced-value:balance");
+    assert_eq!(value.key(), "blocking:fenced-value:balance");
+    let stale = lock.lock_with_lease(Duration::from_millis(300)).unwrap();
+    assert!(value.set(stale.token(), "100").unwrap());
+    // The holder "pauses" past its lease; another thread (another owner) waits it out and writes.
+    let (lock2, value2) = (lock.clone(), value.clone());
+    let later = std::thread::spawn(move || {
+        let guard = lock2.lock().unwrap();
+        assert!(value2.set(guard.token(), "90").unwrap());
+        let token = guard.token();
+        guard.unlock().unwrap();
+        token
+    })
+    .join()
+    .unwrap();
+    assert!(later > stale.token());
+    assert!(
+        !value.set(stale.token(), "110").unwrap(),
+        "the stale holder's write was accepted"
+    );
+    assert_eq!(value.get().unwrap().as_deref(), Some(&b"90"[..]));
+    assert_eq!(value.last_token().unwrap(), Some(later));
+    assert!(matches!(stale.unlock(), Err(LockError::LeaseLost { .. })));
+}
+
 /// Called from inside a current-thread tokio runtime, the blocking API refuses (no nested
 /// block_on panic, no blocked runtime), and dropping its handles there does not panic either.
 #[test]
