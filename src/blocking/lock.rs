@@ -251,12 +251,12 @@ impl LockGuard<Fenced> {
 /// ```
 #[derive(Clone, Debug)]
 pub struct FencedValue {
-    inner: crate::FencedValue,
+    inner: crate::fencing::FencedValue,
     rt: Arc<Rt>,
 }
 
 impl FencedValue {
-    pub(super) fn new(inner: crate::FencedValue, rt: Arc<Rt>) -> FencedValue {
+    pub(super) fn new(inner: crate::fencing::FencedValue, rt: Arc<Rt>) -> FencedValue {
         FencedValue { inner, rt }
     }
 
@@ -271,13 +271,13 @@ impl FencedValue {
     }
 
     /// The async value underneath (for code that has both worlds).
-    pub fn as_async(&self) -> &crate::FencedValue {
+    pub fn as_async(&self) -> &crate::fencing::FencedValue {
         &self.inner
     }
 
     fn call<T, F: Future<Output = Result<T>>>(
         &self,
-        f: impl FnOnce(crate::FencedValue) -> F,
+        f: impl FnOnce(crate::fencing::FencedValue) -> F,
     ) -> Result<T> {
         self.rt.block_on(f(self.inner.clone()))?
     }
