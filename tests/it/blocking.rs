@@ -168,6 +168,11 @@ fn a_blocking_fenced_value_refuses_the_stale_holder() {
     let lock = client.get_fenced_lock("blocking:fenced-value");
     let value = client.get_fenced_value("blocking:fenced-value:balance");
     assert_eq!(value.key(), "blocking:fenced-value:balance");
+    assert_eq!(
+        value.fence_key(),
+        "{blocking:fenced-value:balance}:redisson_lock_fence"
+    );
+    assert_eq!(value.as_async().key(), value.key());
     let stale = lock.lock_with_lease(Duration::from_millis(300)).unwrap();
     assert!(value.set(stale.token(), "100").unwrap());
     // The holder "pauses" past its lease; another thread (another owner) waits it out and writes.
