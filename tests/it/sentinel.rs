@@ -68,7 +68,7 @@ async fn sentinel_locks_survive_a_failover() {
     let lock = b.get_lock("sn-2");
     let waiter = tokio::spawn(async move {
         // A `lock()` whose retries are spent while no sentinel names a master yet (a failover
-        // under load: eight tries took 3.3 s of the 4 s before `+switch-master`) is called
+        // under load: seven retries took 3.3 s, `+switch-master` came after 4 s) is called
         // again, as a user's loop would; a waiter the release does not wake still sleeps out
         // the 60 s lease inside `lock()`, past the bound below.
         let g = retrying(Duration::from_secs(40), || lock.lock()).await;
