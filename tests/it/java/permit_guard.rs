@@ -40,14 +40,18 @@ async fn java_sees_a_guarded_permit_s_lease_keep_moving_and_gets_it_on_drop() {
                 "{v}: Java got a held permit back after {:?}",
                 start.elapsed()
             );
+            let asked = Instant::now();
             if let Some(left) = newer(&peer, &format!("pes.leasetime {name} {id}")).await {
                 let left: i64 = left.parse().unwrap();
                 // The lease end is written from our clock and read against Java's: the two
                 // millisecond clocks may differ by a tick (1501 ms was seen), so the bound
-                // allows 50 ms, as the Rust-side test of the same renewal does.
+                // allows 50 ms, as the Rust-side test of the same renewal does. Java's `now`
+                // is read before its call goes out: a renewal landing while the call is on
+                // its way shows up to the call's time more (1587 ms under a load of 22).
+                let took = asked.elapsed().as_millis() as i64;
                 assert!(
-                    left > 0 && left <= LEASE.as_millis() as i64 + 50,
-                    "{v}: Java's getLeaseTime {left} ms after {:?}",
+                    left > 0 && left <= LEASE.as_millis() as i64 + 50 + took,
+                    "{v}: Java's getLeaseTime {left} ms after {:?} (the call took {took} ms)",
                     start.elapsed()
                 );
                 samples += 1;
