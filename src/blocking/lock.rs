@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{forward, Held, Rt};
+use super::{forward, wrapper, Held, Rt};
 use crate::error::Result;
 use crate::raw::{Fenced, LockKind, Read, Write};
 use crate::{lock::LockTtl, owner::LockOwner};
@@ -237,29 +237,23 @@ impl LockGuard<Fenced> {
     }
 }
 
-/// A blocking [`crate::FencedValue`]: a Redis value that refuses writes with a token below the
-/// greatest that wrote it, for a blocking fenced lock's holder.
-///
-/// ```
-/// # redisson_lock::__doctest::blocking(|client| {
-/// let guard = client.get_fenced_lock("blocking-ledger").lock()?;
-/// let balance = client.get_fenced_value("blocking-ledger:balance");
-/// assert!(balance.set(guard.token(), "100")?); // refused (false) once a later holder wrote
-/// assert_eq!(balance.get()?.as_deref(), Some(&b"100"[..]));
-/// guard.unlock()?;
-/// # Ok(()) })
-/// ```
-#[derive(Clone, Debug)]
-pub struct FencedValue {
-    inner: crate::fencing::FencedValue,
-    rt: Arc<Rt>,
-}
+wrapper!(
+    /// A blocking [`crate::FencedValue`]: a Redis value that refuses writes with a token below the
+    /// greatest that wrote it, for a blocking fenced lock's holder.
+    ///
+    /// ```
+    /// # redisson_lock::__doctest::blocking(|client| {
+    /// let guard = client.get_fenced_lock("blocking-ledger").lock()?;
+    /// let balance = client.get_fenced_value("blocking-ledger:balance");
+    /// assert!(balance.set(guard.token(), "100")?); // refused (false) once a later holder wrote
+    /// assert_eq!(balance.get()?.as_deref(), Some(&b"100"[..]));
+    /// guard.unlock()?;
+    /// # Ok(()) })
+    /// ```
+    FencedValue(crate::fencing::FencedValue)
+);
 
 impl FencedValue {
-    pub(super) fn new(inner: crate::fencing::FencedValue, rt: Arc<Rt>) -> FencedValue {
-        FencedValue { inner, rt }
-    }
-
     /// The value's key.
     pub fn key(&self) -> &str {
         self.inner.key()
@@ -268,18 +262,6 @@ impl FencedValue {
     /// The fence's key (see [`crate::FencedValue::fence_key`]).
     pub fn fence_key(&self) -> &str {
         self.inner.fence_key()
-    }
-
-    /// The async value underneath (for code that has both worlds).
-    pub fn as_async(&self) -> &crate::fencing::FencedValue {
-        &self.inner
-    }
-
-    fn call<T, F: Future<Output = Result<T>>>(
-        &self,
-        f: impl FnOnce(crate::fencing::FencedValue) -> F,
-    ) -> Result<T> {
-        self.rt.block_on(f(self.inner.clone()))?
     }
 
     /// Writes `value` if `token` is at least the greatest token that wrote it: `false` (nothing

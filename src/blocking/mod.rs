@@ -83,6 +83,38 @@ macro_rules! forward {
 }
 use forward;
 
+/// A blocking wrapper type of an async value: the struct (the value and the runtime), `new`,
+/// `as_async`, and the `call` that [`forward!`] goes through.
+macro_rules! wrapper {
+    ($(#[$m:meta])* $ty:ident($inner:ty)) => {
+        $(#[$m])*
+        #[derive(Clone, Debug)]
+        pub struct $ty {
+            inner: $inner,
+            rt: Arc<Rt>,
+        }
+
+        impl $ty {
+            pub(super) fn new(inner: $inner, rt: Arc<Rt>) -> $ty {
+                $ty { inner, rt }
+            }
+
+            /// The async value underneath (for code that has both worlds).
+            pub fn as_async(&self) -> &$inner {
+                &self.inner
+            }
+
+            fn call<T, F: std::future::Future<Output = $crate::Result<T>>>(
+                &self,
+                f: impl FnOnce($inner) -> F,
+            ) -> $crate::Result<T> {
+                self.rt.block_on(f(self.inner.clone()))?
+            }
+        }
+    };
+}
+use wrapper;
+
 /// The runtime, shut down in the background when the last handle goes (a plain drop would
 /// panic when that happens inside another runtime).
 #[derive(Debug)]

@@ -2,11 +2,10 @@
 //! [`RateLimiter`].
 //! No owners: a permit or a count is anyone's to release, as in Redisson.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{forward, Rt};
+use super::{forward, wrapper, Rt};
 use crate::error::Result;
 use crate::sync::{KeyTtl, PermitId, RateLimiterConfig};
 
@@ -14,33 +13,12 @@ use crate::sync::{KeyTtl, PermitId, RateLimiterConfig};
 /// share: the name, the async value, and Redisson's `RExpirable` trio.
 macro_rules! synchronizer {
     ($(#[$m:meta])* $ty:ident, $of:literal) => {
-        $(#[$m])*
-        #[derive(Clone, Debug)]
-        pub struct $ty {
-            inner: crate::$ty,
-            rt: Arc<Rt>,
-        }
+        wrapper!($(#[$m])* $ty(crate::$ty));
 
         impl $ty {
-            pub(super) fn new(inner: crate::$ty, rt: Arc<Rt>) -> $ty {
-                $ty { inner, rt }
-            }
-
             /// Its name (its Redis key).
             pub fn name(&self) -> &str {
                 self.inner.name()
-            }
-
-            /// The async value underneath (for code that has both worlds).
-            pub fn as_async(&self) -> &crate::$ty {
-                &self.inner
-            }
-
-            fn call<T, F: Future<Output = Result<T>>>(
-                &self,
-                f: impl FnOnce(crate::$ty) -> F,
-            ) -> Result<T> {
-                self.rt.block_on(f(self.inner.clone()))?
             }
 
             forward! { $of:
@@ -220,46 +198,28 @@ impl PermitExpirableSemaphore {
     }
 }
 
-/// A blocking [`crate::RateLimiter`] (Redisson's `RRateLimiter`): waits are plain sleeps of
-/// the delay the server answers, on the calling thread.
-///
-/// ```
-/// # redisson_lock::__doctest::blocking(|client| {
-/// use std::time::Duration;
-/// use redisson_lock::{RateLimiterConfig, RateType};
-/// let emails = client.get_rate_limiter("sms");
-/// emails.try_set_rate(RateLimiterConfig::new(RateType::Overall, 10, Duration::from_secs(60)))?;
-/// if emails.try_acquire_for(Duration::from_secs(1))? {
-///     // ... send one ...
-/// }
-/// # Ok(()) })
-/// ```
-#[derive(Clone, Debug)]
-pub struct RateLimiter {
-    inner: crate::sync::RateLimiter,
-    rt: Arc<Rt>,
-}
+wrapper!(
+    /// A blocking [`crate::RateLimiter`] (Redisson's `RRateLimiter`): waits are plain sleeps of
+    /// the delay the server answers, on the calling thread.
+    ///
+    /// ```
+    /// # redisson_lock::__doctest::blocking(|client| {
+    /// use std::time::Duration;
+    /// use redisson_lock::{RateLimiterConfig, RateType};
+    /// let emails = client.get_rate_limiter("sms");
+    /// emails.try_set_rate(RateLimiterConfig::new(RateType::Overall, 10, Duration::from_secs(60)))?;
+    /// if emails.try_acquire_for(Duration::from_secs(1))? {
+    ///     // ... send one ...
+    /// }
+    /// # Ok(()) })
+    /// ```
+    RateLimiter(crate::sync::RateLimiter)
+);
 
 impl RateLimiter {
-    pub(super) fn new(inner: crate::sync::RateLimiter, rt: Arc<Rt>) -> RateLimiter {
-        RateLimiter { inner, rt }
-    }
-
     /// Its name (the key of its configuration hash).
     pub fn name(&self) -> &str {
         self.inner.name()
-    }
-
-    /// The async value underneath (for code that has both worlds).
-    pub fn as_async(&self) -> &crate::sync::RateLimiter {
-        &self.inner
-    }
-
-    fn call<T, F: Future<Output = Result<T>>>(
-        &self,
-        f: impl FnOnce(crate::sync::RateLimiter) -> F,
-    ) -> Result<T> {
-        self.rt.block_on(f(self.inner.clone()))?
     }
 
     forward! { "crate::RateLimiter":
