@@ -9,13 +9,20 @@
 //! went back to the old master (a lock taken there 5.7 s after `+switch-master`, in a failover
 //! round under load). So the announcement's own address is followed, as Java Redisson does,
 //! and an address it replaced is refused until a later announcement names it again or `ROLE`
-//! shows it converted (a replica) and then a master again, or shows its successor demoted.
+//! shows it converted (a replica) and then a master again, or shows its successor demoted, or
+//! [`REFUSAL`] has passed.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::sentinel::SentinelClient;
 use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult, Role};
+
+/// The longest an address a `+switch-master` replaced is refused when no `ROLE` lifts it:
+/// sentinels agree within seconds, and convert a reachable old master within about 10 s. After
+/// that, what the sentinels name is taken again: a successor that died before it was seen
+/// demoted must not keep the only master refused for ever.
+pub(super) const REFUSAL: Duration = Duration::from_secs(60);
 
 /// The addresses (`host:port`) that a `+switch-master` said were replaced, and by which.
 #[derive(Debug, Default)]
@@ -29,6 +36,8 @@ struct Replaced {
     by: String,
     /// `ROLE` showed the old master converted (a replica) since.
     converted: bool,
+    /// When the announcement came.
+    at: Instant,
 }
 
 impl Switches {
@@ -42,6 +51,7 @@ impl Switches {
                 Replaced {
                     by,
                     converted: false,
+                    at: Instant::now(),
                 },
             );
         }
@@ -49,7 +59,13 @@ impl Switches {
 
     /// Whether `addr` may not be taken for the master.
     pub(super) fn refuses(&self, addr: &str) -> bool {
-        self.replaced.contains_key(addr)
+        self.refuses_at(addr, Instant::now())
+    }
+
+    fn refuses_at(&self, addr: &str, now: Instant) -> bool {
+        self.replaced
+            .get(addr)
+            .is_some_and(|r| now.saturating_duration_since(r.at) < REFUSAL)
     }
 
     /// What `ROLE` said of `addr`. A replaced master seen as a replica is converted: a master
@@ -273,6 +289,18 @@ mod tests {
         assert_eq!(s.successors(), vec!["b:2".to_owned()]);
         s.role("b:2", false);
         assert!(!s.refuses("a:1"));
+    }
+
+    #[test]
+    fn a_refusal_nothing_lifts_ends_after_the_refusal_window() {
+        let mut s = Switches::default();
+        s.announce("a:1", "b:2");
+        let at = s.replaced["a:1"].at;
+        let second = Duration::from_secs(1);
+        assert!(s.refuses_at("a:1", at + REFUSAL - second));
+        assert!(!s.refuses_at("a:1", at + REFUSAL));
+        assert!(!s.refuses_at("a:1", at + REFUSAL + second));
+        assert!(!s.refuses_at("b:2", at));
     }
 
     #[test]
