@@ -181,7 +181,7 @@ impl TestServer {
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        self.raw().get_multiplexed_async_connection().await.unwrap()
+        raw_conn(&self.raw()).await
     }
 
     /// Config with short timeouts suited to tests.
@@ -219,6 +219,20 @@ impl TestServer {
     pub fn resume(&self) {
         signal(self.pid(), "CONT");
     }
+}
+
+/// A test's own connection to a server, with generous timeouts: redis-rs's defaults (a 500 ms
+/// reply, a 1 s connect) ran out under load (an `INFO commandstats` of
+/// `java::rw::rust_write_release_wakes_every_java_reader` timed out in a local CI run, both
+/// server passes and their JVMs running). A test that needs a short bound sets its own.
+pub async fn raw_conn(client: &redis::Client) -> redis::aio::MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(5)))
+        .set_response_timeout(Some(Duration::from_secs(5)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
 }
 
 fn signal(pid: u32, sig: &str) {

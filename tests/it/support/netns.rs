@@ -604,7 +604,7 @@ impl NetServer {
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
-        self.raw().get_multiplexed_async_connection().await.unwrap()
+        super::raw_conn(&self.raw()).await
     }
 
     pub fn config(&self) -> Config {
