@@ -22,7 +22,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult, Role};
 /// sentinels agree within seconds, and convert a reachable old master within about 10 s. After
 /// that, what the sentinels name is taken again: a successor that died before it was seen
 /// demoted must not keep the only master refused for ever.
-pub(super) const REFUSAL: Duration = Duration::from_secs(60);
+const REFUSAL: Duration = Duration::from_secs(60);
 
 /// The addresses (`host:port`) that a `+switch-master` said were replaced, and by which.
 #[derive(Debug, Default)]
