@@ -241,8 +241,10 @@ impl Config {
         /// Writer preference of this client's read-write locks (default on): while a write acquire
         /// of this client waits on a name, new read acquires of this client on that name wait
         /// behind it (a `try_lock` of the read side fails at once), so a stream of local readers
-        /// cannot starve a local writer. An owner that already holds the name's read or write side
-        /// in this client is never held back (re-entry and downgrade cannot deadlock on it).
+        /// cannot starve a local writer. A read waits only for the writers that were waiting when
+        /// it came, so local writers waiting in turn cannot starve local readers either. An owner
+        /// that already holds the name's read or write side in this client is never held back
+        /// (re-entry and downgrade cannot deadlock on it).
         ///
         /// Client-side only: nothing changes on the wire. Readers in other processes (Java
         /// Redisson's included) follow Redisson's read-preferring data as before: they enter

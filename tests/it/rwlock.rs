@@ -823,3 +823,59 @@ async fn a_stream_of_local_readers_does_not_starve_the_writer() {
         tokio::time::timeout(WAIT, r).await.unwrap().unwrap();
     }
 }
+
+/// Writer preference without starving readers: local writers that wait in turn (one always
+/// waiting) hold a new local reader back only until the writers that were waiting when it came
+/// got in; writers that begin to wait after it do not count. Counted in writer grants, not time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_local_writers_does_not_starve_a_reader() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    const WRITERS: usize = 3;
+    const READS: usize = 5;
+    // Writer grants a read may see go by: those waiting when it came, then the races the read
+    // loses on Redis (every waiter is woken by a write release and the first try wins; the
+    // releasing writer's next try is usually first). Measured 5-273 per read; starved, the
+    // backstop below ends the read after thousands.
+    const BOUND: usize = 2000;
+    let (_server, client) = with_client().await;
+    let rw = client.get_read_write_lock("rw:writers");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicUsize::new(0));
+    let mut writers = Vec::new();
+    for _ in 0..WRITERS {
+        let (w, stop, writes) = (rw.write_lock(), stop.clone(), writes.clone());
+        writers.push(tokio::spawn(async move {
+            while !stop.load(SeqCst) {
+                let g = w.lock().await.unwrap();
+                // Held a moment: while one writer holds, the others wait.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                writes.fetch_add(1, SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    assert!(eventually(WAIT, || async { writes.load(SeqCst) >= 20 }).await);
+    let mut seen = Vec::new();
+    for _ in 0..READS {
+        let before = writes.load(SeqCst);
+        // A backstop only: a reader starved by the stream waits for ever.
+        let read = tokio::time::timeout(WAIT * 2, rw.read_lock().lock()).await;
+        seen.push(writes.load(SeqCst) - before);
+        let Ok(read) = read else { break };
+        read.unwrap().unlock().await.unwrap();
+    }
+    stop.store(true, SeqCst);
+    for w in writers {
+        tokio::time::timeout(WAIT, w).await.unwrap().unwrap();
+    }
+    assert_eq!(
+        seen.len(),
+        READS,
+        "a reader starved: writer grants per read {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|&n| n <= BOUND),
+        "writer grants while a read waited: {seen:?}"
+    );
+    eprintln!("writer grants per read: {seen:?}");
+}
