@@ -1,5 +1,7 @@
 //! Turns: how many times in a row this client took one lock name, so that after a streak it
-//! lets a waiter elsewhere have a turn (issue 41 item 1).
+//! lets a waiter elsewhere have a turn (issue 41 item 1). The exclusive kinds count (the RLock,
+//! fenced, non-reentrant, and the read-write lock's write side, whose turn also lets this
+//! client's own parked readers in); a read grant neither counts nor ends a turn.
 //!
 //! A task that releases and asks again at once, or whose first try lost by a hair and whose
 //! second one is already on the connection, reaches the server before a parked waiter that a

@@ -22,7 +22,7 @@
 //! 96-160 grants with and without the change.
 
 use crate::support::*;
-use redisson_lock::Client;
+use redisson_lock::{Client, Lock, LockKind};
 
 /// `src/holds/turns.rs`'s `STREAK`: grants of a name in a row before a client gives a turn away.
 const STREAK: usize = 8;
@@ -55,37 +55,56 @@ async fn cycles(client: &Client, name: &str, n: usize) {
     }
 }
 
-/// `n` lock/unlock cycles of `name` by one task of `client`, another task of it trying the
-/// lock (and finding it held, or looking) while it is held.
-async fn contended_cycles(client: &Client, name: &str, n: usize) {
-    let lock = client.get_lock(name);
+/// `n` lock/unlock cycles of the lock `handle` gives by one task, another task trying it (and
+/// finding it held, or looking) while it is held.
+async fn contended_cycles_of<K: LockKind>(handle: impl Fn() -> Lock<K>, n: usize) {
+    let lock = handle();
     for _ in 0..n {
         let guard = lock.lock().await.unwrap();
-        let other = client.get_lock(name);
+        let other = handle();
         let tried = tokio::spawn(async move { other.try_lock().await.unwrap().is_none() });
         assert!(tried.await.unwrap(), "the other task took a held lock");
         guard.unlock().await.unwrap();
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_contended_streak_makes_the_next_first_try_look_before_it_takes() {
-    let (server, client) = with_client().await;
-    let name = "turns:look";
-    reset_stats(&server).await;
+/// [`contended_cycles_of`] the RLock `name`.
+async fn contended_cycles(client: &Client, name: &str, n: usize) {
+    contended_cycles_of(|| client.get_lock(name), n).await;
+}
+
+/// The streak and the turn, counted in scripts, on the lock `handle` gives.
+async fn streak_then_turn<K: LockKind>(server: &TestServer, handle: impl Fn() -> Lock<K>) {
+    reset_stats(server).await;
     // The first grant follows no contention; the next `STREAK` do: the last of them gives the
     // turn away, and the other task's try in that cycle already looks (held: no script).
-    contended_cycles(&client, name, STREAK + 1).await;
+    contended_cycles_of(&handle, STREAK + 1).await;
     let scripts = 2 * (STREAK as u64 + 1) + STREAK as u64;
     assert_eq!(
-        calls(&server, "evalsha").await,
+        calls(server, "evalsha").await,
         scripts,
         "a try looked too early or not"
     );
     // The turn: the next acquire looks first (free: it takes it after the look), and its grant
     // ends the turn; the next try of the other task runs its script again.
-    contended_cycles(&client, name, 1).await;
-    assert_eq!(calls(&server, "evalsha").await, scripts + 3);
+    contended_cycles_of(&handle, 1).await;
+    assert_eq!(calls(server, "evalsha").await, scripts + 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contended_streak_makes_the_next_first_try_look_before_it_takes() {
+    let (server, client) = with_client().await;
+    streak_then_turn(&server, || client.get_lock("turns:look")).await;
+}
+
+/// The write side of a read-write lock takes turns as the RLock does: local writers that keep
+/// winning let the readers and writers that a release woke (here and in other processes) have
+/// the next grant. The read side never looks (readers share).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_lock_takes_turns_too() {
+    let (server, client) = with_client().await;
+    let rw = client.get_read_write_lock("turns:write");
+    streak_then_turn(&server, || rw.write_lock()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

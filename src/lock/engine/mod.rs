@@ -262,9 +262,13 @@ impl<K: LockKind> Engine<K> {
 
     /// Whether this kind takes turns between clients (`holds/turns.rs`): the exclusive,
     /// unqueued kinds that wake their waiters by pub/sub (the RLock, the fenced and the
-    /// non-reentrant lock). The fair lock has its queue; readers share; the spin lock polls.
+    /// non-reentrant lock, and the write side of the read-write lock, whose turn goes to the
+    /// readers and writers its release woke). The fair lock has its queue; readers share (a
+    /// read never looks); the spin lock polls.
     pub(super) fn takes_turns(&self) -> bool {
-        K::SPEC.layout == Layout::Plain && !K::SPEC.per_waiter_channel && self.kind.uses_pubsub()
+        matches!(K::SPEC.layout, Layout::Plain | Layout::Write)
+            && !K::SPEC.per_waiter_channel
+            && self.kind.uses_pubsub()
     }
 
     /// While this client gives a turn away (a streak of grants in a row, `holds/turns.rs`), a
