@@ -99,6 +99,7 @@ mod multi;
 mod reentry;
 mod scoped;
 mod shared_client;
+mod shared_rw;
 mod sync;
 mod tasks;
 
